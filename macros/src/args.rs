@@ -1,0 +1,196 @@
+//! The options of `#[distributed_lock(...)]`: `name = value` pairs read into
+//! [`Options`].
+
+use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
+
+use crate::duration::{self, DurationError};
+use crate::errors::Errors;
+
+/// Every option, for the "unknown option" message.
+const VALID_OPTIONS: &str =
+    "`key`, `ttl`, `wait`, `renew`, `reentrant`, `on_lost`, `client`, `crate`";
+
+/// Default lease: 30 s.
+const DEFAULT_TTL_MS: u64 = 30_000;
+
+/// The attribute's configuration, defaults filled in.
+pub(crate) struct Options {
+    /// The key template, still unparsed: `key.rs` reads it against the
+    /// function's parameters.
+    pub(crate) key: LitStr,
+    pub(crate) ttl_ms: u64,
+    pub(crate) wait_ms: u64,
+    pub(crate) renew: bool,
+    pub(crate) reentrant: bool,
+    pub(crate) on_lost: OnLost,
+    /// Expression giving the manager; `None` uses the installed one.
+    pub(crate) client: Option<Expr>,
+    /// Path of the `distributed_lock` crate; `None` means `::distributed_lock`.
+    pub(crate) crate_path: Option<Path>,
+}
+
+/// What the body does when the lease is lost.
+#[derive(Clone, Copy)]
+pub(crate) enum OnLost {
+    Cancel,
+    Continue,
+}
+
+/// One `name = value` as written.
+struct Arg {
+    name: Ident,
+    value: Expr,
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        // `crate` is a keyword, hence `parse_any`.
+        let name = input.call(Ident::parse_any)?;
+        if !input.peek(Token![=]) {
+            let message = format!("expected `{name} = ...`: options are written `name = value`");
+            return Err(syn::Error::new(name.span(), message));
+        }
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        Ok(Arg { name, value })
+    }
+}
+
+/// Reads the attribute's arguments. Each wrong option is recorded in
+/// `errors` and replaced by its default, so that later checks still run;
+/// `None` when the key is missing or the arguments are not `name = value`.
+pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
+    let args = errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args))?;
+    let mut seen: Vec<String> = Vec::new();
+    let mut key = None;
+    let mut ttl_ms = DEFAULT_TTL_MS;
+    let mut wait_ms = 0;
+    let mut renew = true;
+    let mut reentrant = true;
+    let mut on_lost = OnLost::Cancel;
+    let mut client = None;
+    let mut crate_path = None;
+    for Arg { name, value } in args {
+        let name_text = name.to_string();
+        if seen.contains(&name_text) {
+            let message = format!("duplicate option `{name_text}`");
+            errors.push(syn::Error::new(name.span(), message));
+            continue;
+        }
+        // A wrong value is reported and the default kept.
+        match name_text.as_str() {
+            "key" => key = errors.check(string(&value, "key", r#""order:{order.id}""#)),
+            "ttl" => ttl_ms = errors.check(millis(&value, "ttl")).unwrap_or(ttl_ms),
+            "wait" => wait_ms = errors.check(millis(&value, "wait")).unwrap_or(wait_ms),
+            "renew" => renew = errors.check(boolean(&value, "renew")).unwrap_or(renew),
+            "reentrant" => {
+                reentrant = errors
+                    .check(boolean(&value, "reentrant"))
+                    .unwrap_or(reentrant);
+            }
+            "on_lost" => on_lost = errors.check(parse_on_lost(&value)).unwrap_or(on_lost),
+            "client" => client = Some(value),
+            "crate" => crate_path = errors.check(path(value)),
+            other => {
+                let message = format!("unknown option `{other}`; valid options: {VALID_OPTIONS}");
+                errors.push(syn::Error::new(name.span(), message));
+            }
+        }
+        seen.push(name_text);
+    }
+    if !seen.iter().any(|name| name == "key") {
+        errors.push(syn::Error::new(
+            Span::call_site(),
+            "missing `key`: write e.g. `#[distributed_lock(key = \"order:{order.id}\")]`",
+        ));
+    }
+    Some(Options {
+        key: key?,
+        ttl_ms,
+        wait_ms,
+        renew,
+        reentrant,
+        on_lost,
+        client,
+        crate_path,
+    })
+}
+
+/// A string literal value.
+fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Ok(text.clone()),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{option}` takes a string literal, e.g. `{option} = {example}`"),
+        )),
+    }
+}
+
+/// A duration such as `"30s"`, in milliseconds; `ttl` must not be zero.
+fn millis(value: &Expr, option: &str) -> syn::Result<u64> {
+    let text = string(value, option, r#""30s""#)?;
+    let invalid = |reason: DurationError| {
+        let message = format!(
+            "invalid duration {:?} for `{option}`: {reason}; accepted forms: {}",
+            text.value(),
+            duration::ACCEPTED_FORMS
+        );
+        syn::Error::new(text.span(), message)
+    };
+    let millis = duration::parse_millis(&text.value()).map_err(invalid)?;
+    if option == "ttl" && millis == 0 {
+        return Err(syn::Error::new(
+            text.span(),
+            "`ttl` must be greater than zero: the lease would expire before the body runs",
+        ));
+    }
+    Ok(millis)
+}
+
+/// `true` or `false`.
+fn boolean(value: &Expr, option: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) => Ok(flag.value()),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{option}` takes `true` or `false`"),
+        )),
+    }
+}
+
+/// `"cancel"` or `"continue"`.
+fn parse_on_lost(value: &Expr) -> syn::Result<OnLost> {
+    let text = string(value, "on_lost", r#""cancel""#)?;
+    match text.value().as_str() {
+        "cancel" => Ok(OnLost::Cancel),
+        "continue" => Ok(OnLost::Continue),
+        _ => Err(syn::Error::new(
+            text.span(),
+            r#"`on_lost` takes "cancel" (stop the body at its next await) or "continue" (let it finish)"#,
+        )),
+    }
+}
+
+/// A plain path such as `my_crate::distributed_lock`.
+fn path(value: Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(ExprPath {
+            attrs, qself, path, ..
+        }) if attrs.is_empty() && qself.is_none() => Ok(path),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "`crate` takes a path, e.g. `crate = my_reexports::distributed_lock`",
+        )),
+    }
+}

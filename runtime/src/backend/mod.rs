@@ -1,0 +1,88 @@
+//! Where locks live. Every backend offers the same four steps (try, release,
+//! renew, wait for a release), so guards, watchdog and the macro never need to
+//! know which one they talk to.
+
+mod memory;
+mod redis;
+
+use std::time::Duration;
+
+pub(crate) use self::memory::MemoryBackend;
+pub(crate) use self::redis::{RedisBackend, RedisConfig};
+
+use crate::wait_queue::WaitTicket;
+use crate::{LockError, OwnerToken};
+
+/// The names one lock uses in its backend.
+#[derive(Debug)]
+pub(crate) struct LockKey {
+    /// The key as the user wrote it, without namespace.
+    pub(crate) user: String,
+    /// The key the lock is stored under; also its release channel.
+    pub(crate) lock: String,
+    /// The key of the fencing counter, which never expires.
+    pub(crate) fence: String,
+}
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// We hold the lock now, with this fencing token.
+    Acquired { fence: u64 },
+    /// Someone else holds it; their lease has about this much left.
+    Busy { remaining: Option<Duration> },
+}
+
+/// One of the lock stores.
+pub(crate) enum Backend {
+    Redis(RedisBackend),
+    Memory(MemoryBackend),
+}
+
+impl Backend {
+    /// One atomic attempt: take the lock with a TTL and a fencing token, or report the holder's remaining TTL.
+    pub(crate) async fn try_lock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<Attempt, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.try_lock(key, token, ttl_ms).await,
+            Backend::Memory(memory) => Ok(memory.try_lock(key, token, ttl_ms)),
+        }
+    }
+
+    /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
+    pub(crate) async fn unlock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.unlock(key, token).await,
+            Backend::Memory(memory) => Ok(memory.unlock(key, token)),
+        }
+    }
+
+    /// Extends the lease if `token` still owns the lock; `Ok(false)` if it was no longer ours.
+    pub(crate) async fn renew(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<bool, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.renew(key, token, ttl_ms).await,
+            Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
+        }
+    }
+
+    /// Registers interest in releases of `key`; once this returns, a release wakes the ticket.
+    pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
+        match self {
+            Backend::Redis(redis) => redis.watch(key).await,
+            Backend::Memory(memory) => memory.watch(key),
+        }
+    }
+}

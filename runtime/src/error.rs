@@ -1,0 +1,102 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Everything that can go wrong while taking, keeping or giving back a lock.
+///
+/// Every variant says what happened and what the caller can do about it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock server could not be reached or did not answer in time.
+    #[error("lock server unreachable or not answering: {0}; check that Redis is running and the URL is right, then retry")]
+    Connection(String),
+    /// The lock server answered with an error.
+    #[error("lock server returned an error: {0}")]
+    Server(String),
+    /// The URL given to `LockManager::connect` could not be parsed.
+    #[error("invalid Redis URL `{url}`: {reason}; expected redis://[user:pass@]host[:port][/db] or rediss://…")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Another holder kept the lock for the whole `wait` period.
+    #[error("lock `{key}` is held by another owner; gave up after waiting {waited:?} (raise `wait` or retry later)")]
+    Timeout {
+        /// The lock key, without namespace.
+        key: String,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// The lease ran out or was taken over before the holder finished.
+    #[error("lease on lock `{key}` was lost before the holder finished; its work must be treated as not protected")]
+    LeaseLost {
+        /// The lock key, without namespace.
+        key: String,
+    },
+    /// A non-re-entrant lock was requested again inside its own holder.
+    #[error("lock `{key}` is already held by this scope and was declared non-re-entrant; this call would deadlock")]
+    AlreadyHeld {
+        /// The lock key, without namespace.
+        key: String,
+    },
+    /// No manager was installed and none was passed to the attribute.
+    #[error("no LockManager installed: call distributed_lock::install(manager) at start-up, or pass `client = …` to #[distributed_lock]")]
+    NotInstalled,
+    /// The options cannot be satisfied, e.g. a zero TTL.
+    #[error("invalid lock options: {0}")]
+    InvalidOptions(String),
+    /// Fewer replicas than `min_replicas` acknowledged the acquisition in time.
+    #[error("lock `{key}` reached only {acknowledged} of {required} replicas in time; it was released again (check replication health)")]
+    NotReplicated {
+        /// The lock key, without namespace.
+        key: String,
+        /// Replicas that acknowledged.
+        acknowledged: u32,
+        /// Replicas required.
+        required: u32,
+    },
+    /// A lock scope was used outside a Tokio runtime.
+    #[error("no Tokio runtime: distributed-lock needs to run inside a Tokio runtime")]
+    NoRuntime,
+}
+
+impl LockError {
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LockError::Connection(_) | LockError::Timeout { .. } | LockError::NotReplicated { .. }
+        )
+    }
+}
+
+impl From<redis::RedisError> for LockError {
+    fn from(err: redis::RedisError) -> Self {
+        if err.is_io_error()
+            || err.is_timeout()
+            || err.is_connection_dropped()
+            || err.is_connection_refusal()
+        {
+            LockError::Connection(err.to_string())
+        } else {
+            LockError::Server(err.to_string())
+        }
+    }
+}
+
+impl From<LockError> for std::io::Error {
+    fn from(err: LockError) -> Self {
+        let kind = match err {
+            LockError::Connection(_) => std::io::ErrorKind::ConnectionRefused,
+            LockError::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            LockError::InvalidUrl { .. } | LockError::InvalidOptions(_) => {
+                std::io::ErrorKind::InvalidInput
+            }
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, err)
+    }
+}

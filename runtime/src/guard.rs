@@ -1,0 +1,150 @@
+//! The RAII guard of a held lock.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::lease::Lease;
+use crate::LockError;
+
+/// Proof that the lock on [`key`](Self::key) is held.
+///
+/// The lock is released exactly once: by [`release`](Self::release), or when the
+/// guard is dropped on any other exit path (early return, `?`, panic, or the
+/// future holding it being cancelled). Drop never blocks: it stops the watchdog
+/// and spawns the release on the current Tokio runtime. Dropped outside any
+/// runtime, the release cannot be sent and the lock expires after its TTL.
+///
+/// A guard from a re-entrant acquisition shares its outer guard's lease and
+/// releases nothing; the outermost guard releases.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    lease: Arc<Lease>,
+    reentered: bool,
+    released: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn owner(lease: Arc<Lease>) -> Self {
+        LockGuard {
+            lease,
+            reentered: false,
+            released: false,
+        }
+    }
+
+    pub(crate) fn reentered(lease: Arc<Lease>) -> Self {
+        LockGuard {
+            lease,
+            reentered: true,
+            released: false,
+        }
+    }
+
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
+    /// The key as given to `acquire`, without namespace.
+    pub fn key(&self) -> &str {
+        &self.lease.key.user
+    }
+
+    /// This holder's owner token: 128 random bits, as 32 hex digits.
+    pub fn token(&self) -> &str {
+        self.lease.token.as_str()
+    }
+
+    /// The fencing token: strictly greater than that of every earlier holder of
+    /// this key. Send it with every write to storage that must reject stale holders.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fence
+    }
+
+    /// Whether this guard re-entered a lock its scope already held.
+    pub fn is_reentered(&self) -> bool {
+        self.reentered
+    }
+
+    /// Whether the lease has been lost (expired before renewal, or taken over).
+    pub fn is_lost(&self) -> bool {
+        self.lease.is_lost()
+    }
+
+    /// Resolves as soon as the lease is lost; pending forever while it is held.
+    pub async fn lost(&self) {
+        self.lease.lost().await
+    }
+
+    /// Until when the lease is certainly valid (monotonic clock), `None` once lost.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.lease.valid_until()
+    }
+
+    /// Releases the lock now and reports whether it was still ours.
+    ///
+    /// `Err(LockError::LeaseLost)` means the lease had expired or been taken
+    /// over: the lock was *not* deleted (it is someone else's now), and the
+    /// work done under it was not protected. A connection error means the
+    /// release did not arrive; the lock then expires after its TTL.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.released = true;
+        if self.reentered {
+            return Ok(());
+        }
+        self.lease.stop_watchdog();
+        unlock(&self.lease).await
+    }
+}
+
+async fn unlock(lease: &Lease) -> Result<(), LockError> {
+    let backend = lease.manager.backend();
+    match backend.unlock(&lease.key, &lease.token).await {
+        Ok(true) => {
+            tracing::debug!(key = %lease.key.user, "lock released");
+            Ok(())
+        }
+        Ok(false) => {
+            lease.mark_lost();
+            tracing::warn!(key = %lease.key.user, "release found the lock no longer ours: the lease had expired or was taken over");
+            Err(LockError::LeaseLost {
+                key: lease.key.user.clone(),
+            })
+        }
+        Err(err) => {
+            tracing::warn!(key = %lease.key.user, error = %err, "release failed; the lock expires after its TTL");
+            Err(err)
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released || self.reentered {
+            return;
+        }
+        self.lease.stop_watchdog();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let lease = Arc::clone(&self.lease);
+                runtime.spawn(async move {
+                    let _ = unlock(&lease).await;
+                });
+            }
+            Err(_) => tracing::warn!(
+                key = %self.lease.key.user,
+                "lock guard dropped outside a Tokio runtime; the lock expires after its TTL"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.key())
+            .field("fencing_token", &self.fencing_token())
+            .field("reentered", &self.reentered)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,93 @@
+//! The state of one held lock, shared by its guard, its watchdog and the
+//! lock scope of the body running under it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::backend::LockKey;
+use crate::{LockManager, OwnerToken};
+
+/// Whether the lease is still ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseStatus {
+    /// Held, and certainly valid until this instant (monotonic clock).
+    Held { valid_until: Instant },
+    /// Lost: expired before it could be renewed, or taken over.
+    Lost,
+}
+
+/// One acquisition: who, what, with which fencing token, and how it is doing.
+pub(crate) struct Lease {
+    pub(crate) manager: LockManager,
+    pub(crate) key: Arc<LockKey>,
+    pub(crate) token: OwnerToken,
+    pub(crate) fence: u64,
+    pub(crate) status: watch::Sender<LeaseStatus>,
+    watchdog: Option<tokio::task::AbortHandle>,
+}
+
+impl Lease {
+    /// A lease granted by the backend; `requested_at` is when the acquiring
+    /// command was sent, so validity is counted conservatively from then.
+    pub(crate) fn new(
+        manager: LockManager,
+        key: Arc<LockKey>,
+        token: OwnerToken,
+        fence: u64,
+        ttl: Duration,
+        requested_at: Instant,
+    ) -> Self {
+        let (status, _) = watch::channel(LeaseStatus::Held {
+            valid_until: requested_at + ttl,
+        });
+        Lease {
+            manager,
+            key,
+            token,
+            fence,
+            status,
+            watchdog: None,
+        }
+    }
+
+    /// Attaches the watchdog task so it ends with the lease.
+    pub(crate) fn set_watchdog(&mut self, watchdog: tokio::task::AbortHandle) {
+        self.watchdog = Some(watchdog);
+    }
+
+    /// Stops renewal now. Idempotent.
+    pub(crate) fn stop_watchdog(&self) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.abort();
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(*self.status.borrow(), LeaseStatus::Lost)
+    }
+
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        match *self.status.borrow() {
+            LeaseStatus::Held { valid_until } => Some(valid_until),
+            LeaseStatus::Lost => None,
+        }
+    }
+
+    /// Resolves once the lease is lost; never, while it is held.
+    pub(crate) async fn lost(&self) {
+        let mut status = self.status.subscribe();
+        let _ = status.wait_for(|status| *status == LeaseStatus::Lost).await;
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.status.send_replace(LeaseStatus::Lost);
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop_watchdog();
+    }
+}

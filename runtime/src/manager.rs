@@ -1,0 +1,292 @@
+//! `LockManager`: the entry point for taking locks.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig};
+use crate::lease::Lease;
+use crate::watchdog::Watchdog;
+use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
+
+/// Hands out locks from one backend. Cheap to clone; clones share one
+/// multiplexed, auto-reconnecting connection and one notification channel.
+#[derive(Clone)]
+pub struct LockManager {
+    inner: Arc<ManagerInner>,
+}
+
+struct ManagerInner {
+    backend: Arc<Backend>,
+    namespace: String,
+    fence_namespace: String,
+}
+
+/// Settings of a [`LockManager`] before it connects.
+#[derive(Debug, Clone)]
+pub struct LockManagerBuilder {
+    namespace: String,
+    redis: RedisConfig,
+}
+
+impl Default for LockManagerBuilder {
+    fn default() -> Self {
+        LockManagerBuilder {
+            namespace: "lock:".to_owned(),
+            redis: RedisConfig {
+                connect_timeout: Duration::from_secs(1),
+                response_timeout: Duration::from_secs(1),
+            },
+        }
+    }
+}
+
+impl LockManagerBuilder {
+    /// Prefix of every lock key in Redis (default `lock:`). Fencing counters
+    /// live under the same prefix with `-fence` added (`lock-fence:`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Longest time to open a connection to Redis (default 1 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.redis.connect_timeout = timeout;
+        self
+    }
+
+    /// Longest time to wait for one command's answer (default 1 s). Keep it
+    /// well below your lock TTLs: a renewal slower than the lease counts as lost.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.redis.response_timeout = timeout;
+        self
+    }
+
+    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`, or
+    /// `rediss://` for TLS. Fails with `LockError::Connection` within about
+    /// twice the connect timeout when Redis is unreachable.
+    pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
+        let backend = RedisBackend::connect(url, self.redis).await?;
+        Ok(self.build(Backend::Redis(backend)))
+    }
+
+    /// A manager whose locks live in this process's memory.
+    pub fn in_memory(self) -> LockManager {
+        self.build(Backend::Memory(MemoryBackend::new()))
+    }
+
+    fn build(self, backend: Backend) -> LockManager {
+        let fence_namespace = format!("{}-fence:", self.namespace.trim_end_matches(':'));
+        LockManager {
+            inner: Arc::new(ManagerInner {
+                backend: Arc::new(backend),
+                namespace: self.namespace,
+                fence_namespace,
+            }),
+        }
+    }
+}
+
+impl LockManager {
+    /// Connects to one Redis server with default settings; see [`LockManagerBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::builder().connect(url).await
+    }
+
+    /// Settings for a new manager: namespace and time limits.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder::default()
+    }
+
+    /// A manager whose locks live in this process: same semantics as Redis
+    /// (TTL, owner tokens, fencing, waiting without polling), no server needed.
+    /// For unit tests and single-process services.
+    pub fn in_memory() -> Self {
+        Self::builder().in_memory()
+    }
+
+    /// The prefix of every lock key in the backend.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<Backend> {
+        &self.inner.backend
+    }
+
+    pub(crate) fn same_as(&self, other: &LockManager) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn lock_key(&self, key: &str) -> LockKey {
+        LockKey {
+            user: key.to_owned(),
+            lock: format!("{}{}", self.inner.namespace, key),
+            fence: format!("{}{}", self.inner.fence_namespace, key),
+        }
+    }
+
+    /// Takes the lock on `key`, waiting up to `options.wait` while someone else
+    /// holds it. Waiting is woken by the holder's release (or by its TTL
+    /// running out), never by polling.
+    ///
+    /// Inside a lock scope that already holds `key` this re-enters (or fails
+    /// with `AlreadyHeld` for non-re-entrant options). Fails with `Timeout`
+    /// when the lock stayed busy, `Connection` when Redis is unreachable.
+    pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
+        let wait = options.wait;
+        self.acquire_within(key, &options, wait)
+            .await?
+            .ok_or(LockError::Timeout {
+                key: key.to_owned(),
+                waited: wait,
+            })
+    }
+
+    /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
+    pub async fn try_acquire(
+        &self,
+        key: &str,
+        options: LockOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire_within(key, &options, Duration::ZERO).await
+    }
+
+    /// Runs `body` while holding the lock on `key`: acquires first (as
+    /// [`acquire`](Self::acquire)), releases after the body's future completes,
+    /// and also when it panics or is dropped.
+    ///
+    /// `body` runs in a lock scope: nested acquisitions of `key` inside it
+    /// re-enter, and [`fencing_token`](crate::fencing_token) returns its token.
+    /// With `OnLost::Cancel` (the default) the body is dropped at its next
+    /// `.await` once the lease is lost and this returns `LockError::LeaseLost`.
+    pub async fn with_lock<F: Future>(
+        &self,
+        key: &str,
+        options: LockOptions,
+        body: F,
+    ) -> Result<F::Output, LockError> {
+        let on_lost = options.on_lost;
+        let guard = self.acquire(key, options).await?;
+        if guard.is_reentered() {
+            return Ok(body.await);
+        }
+        let lease = Arc::clone(guard.lease());
+        let scoped = scope::enter(Arc::clone(&lease), body);
+        let output = match on_lost {
+            OnLost::Cancel => tokio::select! {
+                biased;
+                () = lease.lost() => None,
+                output = scoped => Some(output),
+            },
+            OnLost::Continue => Some(scoped.await),
+        };
+        let Some(output) = output else {
+            drop(guard);
+            return Err(LockError::LeaseLost {
+                key: key.to_owned(),
+            });
+        };
+        match guard.release().await {
+            Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
+            _ => Ok(output),
+        }
+    }
+
+    async fn acquire_within(
+        &self,
+        key: &str,
+        options: &LockOptions,
+        wait: Duration,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let ttl_ms = options.ttl_millis()?;
+        let lock_key = self.lock_key(key);
+        if let Some(lease) = scope::find(self, &lock_key.lock) {
+            if !options.reentrant {
+                return Err(LockError::AlreadyHeld {
+                    key: key.to_owned(),
+                });
+            }
+            tracing::debug!(key, "lock re-entered by its own scope");
+            return Ok(Some(LockGuard::reentered(lease)));
+        }
+        let token = OwnerToken::generate();
+        let started = Instant::now();
+        let backend = self.backend();
+        let mut requested_at = Instant::now();
+        let mut attempt = backend.try_lock(&lock_key, &token, ttl_ms).await?;
+        if let Attempt::Busy { remaining } = attempt {
+            if wait.is_zero() {
+                tracing::debug!(key, "lock busy");
+                return Ok(None);
+            }
+            let deadline = started + wait;
+            let ticket = backend.watch(&lock_key).await;
+            tracing::debug!(key, holder_remaining = ?remaining, "waiting for lock");
+            loop {
+                requested_at = Instant::now();
+                attempt = backend.try_lock(&lock_key, &token, ttl_ms).await?;
+                let Attempt::Busy { remaining } = attempt else {
+                    break;
+                };
+                let now = Instant::now();
+                if now >= deadline {
+                    tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
+                    return Ok(None);
+                }
+                let retry_at = match remaining {
+                    Some(remaining) => (now + remaining + Duration::from_millis(1)).min(deadline),
+                    None => (now + Duration::from_millis(10)).min(deadline),
+                };
+                tokio::select! {
+                    () = ticket.woken() => {}
+                    () = tokio::time::sleep_until(retry_at.into()) => {}
+                }
+            }
+        }
+        let Attempt::Acquired { fence } = attempt else {
+            unreachable!("the wait loop only ends on acquisition");
+        };
+        tracing::debug!(key, fence, waited = ?started.elapsed(), "lock acquired");
+        let lease = self.start_lease(lock_key, token, fence, options, requested_at)?;
+        Ok(Some(LockGuard::owner(lease)))
+    }
+
+    fn start_lease(
+        &self,
+        key: LockKey,
+        token: OwnerToken,
+        fence: u64,
+        options: &LockOptions,
+        requested_at: Instant,
+    ) -> Result<Arc<Lease>, LockError> {
+        let key = Arc::new(key);
+        let mut lease = Lease::new(
+            self.clone(),
+            Arc::clone(&key),
+            token.clone(),
+            fence,
+            options.ttl,
+            requested_at,
+        );
+        let watchdog = Watchdog {
+            backend: Arc::clone(self.backend()),
+            key,
+            token,
+            ttl: options.ttl,
+            renew: options.renew,
+            status: lease.status.clone(),
+        };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::NoRuntime)?;
+        lease.set_watchdog(runtime.spawn(watchdog.run()).abort_handle());
+        Ok(Arc::new(lease))
+    }
+}
+
+impl std::fmt::Debug for LockManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockManager")
+            .field("namespace", &self.inner.namespace)
+            .finish_non_exhaustive()
+    }
+}

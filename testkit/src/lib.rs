@@ -1,0 +1,37 @@
+//! Test harness for `distributed-lock`: starts and stops real `redis-server`
+//! processes on free `127.0.0.1` ports, and talks to them with a tiny blocking
+//! RESP2 client.
+//!
+//! Servers run without persistence (`--save "" --appendonly no`) and are killed
+//! when dropped, also when a test panics. The binary is `redis-server` from
+//! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable.
+//!
+//! ```
+//! use distributed_lock_testkit::{RedisServer, RespValue};
+//!
+//! let mut server = RedisServer::start();
+//! server.command(&["SET", "k", "v"]).unwrap();
+//! assert_eq!(server.command(&["GET", "k"]).unwrap().as_str(), Some("v"));
+//! server.restart_empty();
+//! assert_eq!(server.command(&["GET", "k"]).unwrap(), RespValue::Nil);
+//! ```
+
+#![warn(missing_docs)]
+
+mod ports;
+mod process;
+mod resp;
+mod server;
+mod tempdir;
+
+use std::time::Duration;
+
+pub use resp::RespValue;
+pub use server::{RedisServer, RedisServerBuilder};
+
+/// Evaluates `condition` every 10 ms until it returns true, for at most
+/// `timeout` (and a matching bounded number of calls). Returns whether it
+/// became true, e.g. for waiting on asynchronous replication.
+pub fn poll_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    process::poll(timeout, || condition().then_some(())).is_some()
+}

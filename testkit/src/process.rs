@@ -1,0 +1,225 @@
+//! Spawning one `redis-server` process and waiting until it answers.
+
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::{self, ErrorKind};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::resp::{self, RespValue, Timeouts};
+
+/// The only interface servers listen on and clients connect to.
+pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+/// Upper bound on waiting for a server to answer, or for its port to free up.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between two polls of a condition.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// Timeouts of the readiness probe: the server is local, so it answers fast or not yet.
+const PROBE_TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_millis(200),
+    io: Duration::from_secs(1),
+};
+/// Environment variable overriding the `redis-server` binary.
+const BIN_ENV: &str = "REDIS_SERVER_BIN";
+/// Binary looked up on `PATH` when [`BIN_ENV`] is unset.
+const DEFAULT_BIN: &str = "redis-server";
+/// Panic message when the default binary is missing.
+const NOT_FOUND: &str = "redis-server not found on PATH: install it with `apt-get install -y redis-server` (Debian) or run scripts/test, which installs it";
+/// Log lines quoted in a startup failure message.
+const LOG_TAIL_LINES: usize = 20;
+
+/// Why an attempt to bring a server up failed.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The process exited during startup, most likely because another process
+    /// took the port first; trying again can help.
+    Exited(String),
+    /// Anything else; trying again would not help.
+    Fatal(String),
+}
+
+/// Spawns `redis-server` on `port` with its data in `data_dir` and its output
+/// in `log`, then waits until it answers `PING` as itself. On failure the
+/// process is killed and reaped.
+pub(crate) fn spawn_ready(
+    port: u16,
+    data_dir: &Path,
+    log: &Path,
+    extra_args: &[String],
+) -> Result<Child, StartError> {
+    let mut child = spawn(port, data_dir, log, extra_args)?;
+    match wait_ready(&mut child, port, log) {
+        Ok(()) => Ok(child),
+        Err(error) => {
+            stop(&mut child);
+            Err(error)
+        }
+    }
+}
+
+/// Kills the process with SIGKILL and reaps it so no zombie remains.
+pub(crate) fn stop(child: &mut Child) {
+    // Both fail only if the process is already gone and reaped: nothing left to do.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The socket address of a server listening on `port`.
+pub(crate) fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from((LOOPBACK, port))
+}
+
+/// Waits, at most [`START_TIMEOUT`], until `port` can be bound on loopback.
+pub(crate) fn wait_until_bindable(port: u16) -> Result<(), StartError> {
+    match poll(START_TIMEOUT, || TcpListener::bind(addr(port)).ok()) {
+        Some(_listener) => Ok(()),
+        None => Err(StartError::Fatal(format!(
+            "port {port} still in use after {START_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// Calls `probe` every [`POLL_INTERVAL`] until it returns `Some`, for at most
+/// `timeout` and at most `timeout / POLL_INTERVAL + 1` calls.
+pub(crate) fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    let max_calls = timeout.as_millis() / POLL_INTERVAL.as_millis() + 1;
+    for _ in 0..max_calls {
+        if let Some(found) = probe() {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+    None
+}
+
+/// Starts the process; panics if the binary cannot be executed at all.
+fn spawn(
+    port: u16,
+    data_dir: &Path,
+    log: &Path,
+    extra_args: &[String],
+) -> Result<Child, StartError> {
+    let output = File::create(log).and_then(|file| Ok((file.try_clone()?, file)));
+    let (stdout, stderr) =
+        output.map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", log.display())))?;
+    let overridden = std::env::var_os(BIN_ENV);
+    let bin = overridden.clone().unwrap_or_else(|| DEFAULT_BIN.into());
+    let child = Command::new(&bin)
+        .args(["--port", &port.to_string(), "--bind", &LOOPBACK.to_string()])
+        .args(["--save", "", "--appendonly", "no"])
+        .args(["--daemonize", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(data_dir)
+        .args(extra_args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}", spawn_failure(&bin, overridden.is_some(), &e)));
+    Ok(child)
+}
+
+/// Explains why the binary could not be executed.
+fn spawn_failure(bin: &OsStr, overridden: bool, error: &io::Error) -> String {
+    match (error.kind(), overridden) {
+        (ErrorKind::NotFound, false) => NOT_FOUND.to_owned(),
+        (ErrorKind::NotFound, true) => format!("{BIN_ENV}={bin:?} does not exist"),
+        _ => format!("cannot execute {bin:?}: {error}"),
+    }
+}
+
+/// Polls until the server answers, exits, or [`START_TIMEOUT`] passes.
+fn wait_ready(child: &mut Child, port: u16, log: &Path) -> Result<(), StartError> {
+    let outcome = poll(START_TIMEOUT, || match child.try_wait() {
+        Ok(Some(status)) => Some(Err(StartError::Exited(format!(
+            "redis-server on port {port} exited during startup ({status}); log:\n{}",
+            log_tail(log)
+        )))),
+        Ok(None) => answers_as(port, child.id()).then_some(Ok(())),
+        Err(e) => Some(Err(StartError::Fatal(format!(
+            "cannot poll redis-server: {e}"
+        )))),
+    });
+    outcome.unwrap_or_else(|| {
+        Err(StartError::Fatal(format!(
+            "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}; log:\n{}",
+            log_tail(log)
+        )))
+    })
+}
+
+/// Whether the server on `port` answers `PING` with `PONG` and is process `pid`
+/// (and not some other server that won a race for the port).
+fn answers_as(port: u16, pid: u32) -> bool {
+    let pong = resp::request(addr(port), &["PING"], PROBE_TIMEOUTS);
+    pong.is_ok_and(|reply| reply.as_str() == Some("PONG")) && server_pid(port) == Some(pid)
+}
+
+/// The `process_id` reported by `INFO server`.
+fn server_pid(port: u16) -> Option<u32> {
+    let info = resp::request(addr(port), &["INFO", "server"], PROBE_TIMEOUTS).ok()?;
+    let RespValue::Bulk(text) = info else {
+        return None;
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of the server log, for failure messages.
+fn log_tail(log: &Path) -> String {
+    match fs::read(log) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", log.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_default_binary_names_the_install_command() {
+        let missing = OsStr::new("distributed-lock-testkit-no-such-binary");
+        let error = Command::new(missing).spawn().unwrap_err();
+        assert_eq!(spawn_failure(missing, false, &error), NOT_FOUND);
+        assert!(spawn_failure(missing, true, &error).contains(BIN_ENV));
+    }
+
+    #[test]
+    fn poll_stops_at_first_success() {
+        let mut calls = 0;
+        let found = poll(Duration::from_secs(5), || {
+            calls += 1;
+            (calls == 3).then_some(calls)
+        });
+        assert_eq!(found, Some(3));
+    }
+
+    #[test]
+    fn poll_gives_up_after_timeout() {
+        let started = Instant::now();
+        let mut calls = 0;
+        assert_eq!(
+            poll(Duration::from_millis(50), || -> Option<()> {
+                calls += 1;
+                None
+            }),
+            None
+        );
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert!(calls <= 6);
+    }
+}

@@ -1,0 +1,190 @@
+//! Starts real `redis-server` processes and checks the harness's guarantees.
+
+use std::collections::HashSet;
+use std::net::{TcpListener, TcpStream};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
+
+use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
+
+fn ok(value: &str) -> RespValue {
+    RespValue::Simple(value.to_owned())
+}
+
+fn get(server: &RedisServer, key: &str) -> RespValue {
+    server.command(&["GET", key]).expect("GET")
+}
+
+fn refuses_connections(server_port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", server_port)).is_err()
+}
+
+#[test]
+fn two_servers_run_at_once_on_different_ports() {
+    let first = RedisServer::start();
+    let second = RedisServer::start();
+    assert_ne!(first.port(), second.port());
+    for server in [&first, &second] {
+        assert!(server.is_running());
+        assert_eq!(server.command(&["PING"]), Ok(ok("PONG")));
+        assert_eq!(server.url(), format!("redis://127.0.0.1:{}", server.port()));
+        assert_eq!(
+            server.addr().to_string(),
+            format!("127.0.0.1:{}", server.port())
+        );
+    }
+}
+
+#[test]
+fn set_then_get_round_trips() {
+    let server = RedisServer::start();
+    assert_eq!(server.command(&["SET", "key", "value"]), Ok(ok("OK")));
+    assert_eq!(get(&server, "key"), RespValue::Bulk(b"value".to_vec()));
+    assert_eq!(get(&server, "missing"), RespValue::Nil);
+    assert_eq!(
+        server.command(&["PEXPIRE", "key", "60000"]),
+        Ok(RespValue::Integer(1))
+    );
+    let pttl = server
+        .command(&["PTTL", "key"])
+        .unwrap()
+        .as_integer()
+        .unwrap();
+    assert!((1..=60_000).contains(&pttl), "PTTL {pttl}");
+}
+
+#[test]
+fn error_replies_are_errors_and_nested_arrays_parse() {
+    let server = RedisServer::start();
+    let error = server.command(&["NO-SUCH-COMMAND"]).unwrap_err();
+    assert!(error.contains("ERR"), "{error}");
+    let nested = server.command(&["EVAL", "return {1, {'a', 2}}", "0"]);
+    let expected = RespValue::Array(vec![
+        RespValue::Integer(1),
+        RespValue::Array(vec![RespValue::Bulk(b"a".to_vec()), RespValue::Integer(2)]),
+    ]);
+    assert_eq!(nested, Ok(expected));
+}
+
+#[test]
+fn kill_stops_the_server_and_commands_fail() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    assert!(!server.is_running());
+    assert!(server.command(&["PING"]).is_err());
+    assert!(refuses_connections(server.port()));
+    assert_eq!(server.url(), url);
+    server.kill();
+}
+
+#[test]
+fn restart_empty_comes_back_on_the_same_port_without_data() {
+    let mut server = RedisServer::start();
+    let port = server.port();
+    server.command(&["SET", "key", "value"]).unwrap();
+    server.command(&["SAVE"]).unwrap();
+    server.restart_empty();
+    assert!(server.is_running());
+    assert_eq!(server.port(), port);
+    assert_eq!(server.command(&["PING"]), Ok(ok("PONG")));
+    assert_eq!(get(&server, "key"), RespValue::Nil);
+
+    server.kill();
+    server.restart_empty();
+    assert_eq!(server.command(&["DBSIZE"]), Ok(RespValue::Integer(0)));
+}
+
+#[test]
+fn cluster_of_three_has_distinct_ports() {
+    let nodes = RedisServer::cluster_of(3);
+    let ports: HashSet<u16> = nodes.iter().map(RedisServer::port).collect();
+    assert_eq!(ports.len(), 3);
+    assert!(nodes
+        .iter()
+        .all(|node| node.command(&["PING"]) == Ok(ok("PONG"))));
+}
+
+#[test]
+fn info_commandstats_counts_calls() {
+    let server = RedisServer::start();
+    for _ in 0..3 {
+        get(&server, "key");
+    }
+    let stats = server.info_commandstats();
+    assert_eq!(stats.get("get"), Some(&3));
+    assert_eq!(stats.get("evalsha"), None);
+}
+
+#[test]
+fn replica_of_replicates_and_promote_makes_writable() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.replica_of(&primary);
+    primary.command(&["SET", "key", "value"]).unwrap();
+    let replicated = poll_until(Duration::from_secs(5), || {
+        get(&replica, "key") == RespValue::Bulk(b"value".to_vec())
+    });
+    assert!(replicated, "key not replicated within 5 s");
+    assert!(
+        replica.command(&["SET", "other", "x"]).is_err(),
+        "replicas are read-only"
+    );
+    replica.promote();
+    assert_eq!(replica.command(&["SET", "other", "x"]), Ok(ok("OK")));
+}
+
+#[test]
+fn builder_passes_extra_args() {
+    let server = RedisServer::builder().arg("--maxmemory").arg("1mb").start();
+    let reply = server.command(&["CONFIG", "GET", "maxmemory"]).unwrap();
+    let expected = RespValue::Array(vec![
+        RespValue::Bulk(b"maxmemory".to_vec()),
+        RespValue::Bulk(b"1048576".to_vec()),
+    ]);
+    assert_eq!(reply, expected);
+}
+
+#[test]
+fn builder_uses_the_requested_port() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let server = RedisServer::builder().port(port).start();
+    assert_eq!(server.port(), port);
+    assert_eq!(server.command(&["PING"]), Ok(ok("PONG")));
+}
+
+#[test]
+fn drop_kills_the_server_even_when_a_test_panics() {
+    let mut port = 0;
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        let server = RedisServer::start();
+        port = server.port();
+        panic!("simulated test failure");
+    }));
+    assert!(outcome.is_err());
+    assert!(refuses_connections(port));
+}
+
+#[test]
+fn is_running_notices_a_shutdown() {
+    let server = RedisServer::start();
+    assert!(
+        server.command(&["SHUTDOWN", "NOSAVE"]).is_err(),
+        "SHUTDOWN closes the connection"
+    );
+    assert!(poll_until(Duration::from_secs(5), || !server.is_running()));
+}
+
+#[test]
+fn servers_can_be_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<RedisServer>();
+    let server = RedisServer::start();
+    std::thread::scope(|scope| {
+        scope.spawn(|| server.command(&["DEBUG", "SLEEP", "0.2"]).unwrap());
+        scope.spawn(|| server.command(&["SET", "key", "value"]).unwrap());
+    });
+    assert_eq!(get(&server, "key"), RespValue::Bulk(b"value".to_vec()));
+}
