@@ -36,7 +36,9 @@ pub(crate) fn check(sig: &Signature, errors: &mut Errors) -> Option<Type> {
 /// is left to the compiler, through the runtime's trait bound.
 fn is_result_like(ty: &Type) -> bool {
     match ty {
-        Type::Path(TypePath { qself: None, path }) => path
+        Type::Path(TypePath {
+            qself: None, path, ..
+        }) => path
             .segments
             .last()
             .is_some_and(|last| last.ident.to_string().ends_with("Result")),

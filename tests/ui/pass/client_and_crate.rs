@@ -1,0 +1,37 @@
+//! `client = ...` with each accepted manager type, and `crate = path`.
+use std::sync::Arc;
+
+use distributed_lock::{distributed_lock, LockError, LockManager};
+
+mod reexported {
+    pub use distributed_lock as locks;
+}
+
+pub struct Service {
+    locks: LockManager,
+    shared: Arc<LockManager>,
+}
+
+impl Service {
+    #[distributed_lock(key = "job:{id}", client = self.locks)]
+    pub async fn owned(&self, id: u32) -> Result<u32, LockError> {
+        Ok(id)
+    }
+
+    #[distributed_lock(key = "job:{id}", client = self.shared)]
+    pub async fn arc(&self, id: u32) -> Result<u32, LockError> {
+        Ok(id)
+    }
+}
+
+#[distributed_lock(key = "job:{id}", client = manager)]
+pub async fn borrowed(manager: &LockManager, id: u32) -> Result<u32, LockError> {
+    Ok(id)
+}
+
+#[distributed_lock(key = "job:{id}", crate = reexported::locks)]
+pub async fn via_reexport(id: u32) -> Result<u32, LockError> {
+    Ok(id)
+}
+
+fn main() {}

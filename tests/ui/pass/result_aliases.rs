@@ -1,0 +1,44 @@
+//! `io::Result`, a local alias, a custom error type with `From<LockError>`,
+//! and `?` converting errors inside the body.
+use std::io;
+
+use distributed_lock::{distributed_lock, LockError};
+
+#[distributed_lock(key = "file:{name}")]
+async fn read(name: &str) -> io::Result<Vec<u8>> {
+    let parsed: u8 = name.parse().map_err(|_| io::Error::other("bad name"))?;
+    Ok(vec![parsed])
+}
+
+#[derive(Debug)]
+enum PayError {
+    Lock(LockError),
+    Declined,
+}
+
+impl From<LockError> for PayError {
+    fn from(error: LockError) -> Self {
+        PayError::Lock(error)
+    }
+}
+
+type PayResult<T> = Result<T, PayError>;
+
+#[distributed_lock(key = "card:{card}")]
+async fn charge(card: u64) -> PayResult<u64> {
+    if card == 0 {
+        return Err(PayError::Declined);
+    }
+    Ok(card)
+}
+
+#[distributed_lock(key = "refund:{card}")]
+async fn refund(card: u64) -> Result<u64, PayError> {
+    let charged = charge(card).await?;
+    Ok(charged)
+}
+
+fn main() {
+    let _ = (read("1"), charge(1), refund(1));
+    let _ = PayError::Lock;
+}
