@@ -2,7 +2,9 @@
 //! processes on free `127.0.0.1` ports, and talks to them with a tiny blocking
 //! RESP2 client.
 //!
-//! Servers run without persistence (`--save "" --appendonly no`) and are killed
+//! Servers run without persistence (`--save "" --appendonly no`), accept
+//! `DEBUG` from loopback clients (`--enable-debug-command local`), feed new
+//! replicas without delay (`--repl-diskless-sync-delay 0`), and are killed
 //! when dropped, also when a test panics. The binary is `redis-server` from
 //! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable.
 //!

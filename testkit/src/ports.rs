@@ -48,7 +48,10 @@ impl PortReservation {
 
     /// Reserves `port` unless it is already reserved.
     fn claim(port: u16) -> Option<Self> {
-        reserved().insert(port).then_some(PortReservation { port })
+        // Lazily built: dropping a reservation that was never claimed would
+        // release another's port (and relock the set while it is held).
+        let newly_reserved = reserved().insert(port);
+        newly_reserved.then(|| PortReservation { port })
     }
 }
 

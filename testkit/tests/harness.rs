@@ -3,9 +3,13 @@
 use std::collections::HashSet;
 use std::net::{TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
+use std::process::Command;
 use std::time::Duration;
 
 use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
+
+/// Set in the environment of a child process running a test on its own.
+const CHILD_MARKER: &str = "DISTRIBUTED_LOCK_TESTKIT_CHILD";
 
 fn ok(value: &str) -> RespValue {
     RespValue::Simple(value.to_owned())
@@ -187,4 +191,46 @@ fn servers_can_be_shared_across_threads() {
         scope.spawn(|| server.command(&["SET", "key", "value"]).unwrap());
     });
     assert_eq!(get(&server, "key"), RespValue::Bulk(b"value".to_vec()));
+}
+
+/// Runs this very test in a child process with `env` applied and returns its
+/// combined output; in the child, tries to start a server.
+fn start_in_child_process(test: &str, env: &[(&str, Option<&str>)]) -> String {
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["--exact", test, "--nocapture"])
+        .env(CHILD_MARKER, "1");
+    for (name, value) in env {
+        match value {
+            Some(value) => child.env(name, value),
+            None => child.env_remove(name),
+        };
+    }
+    let output = child.output().unwrap();
+    assert!(
+        !output.status.success(),
+        "starting a server should have panicked"
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout)
+}
+
+#[test]
+fn missing_binary_panics_with_install_instructions() {
+    if std::env::var_os(CHILD_MARKER).is_some() {
+        let _server = RedisServer::start();
+        return;
+    }
+    let test = "missing_binary_panics_with_install_instructions";
+    let no_path = [("PATH", Some("/nonexistent")), ("REDIS_SERVER_BIN", None)];
+    let output = start_in_child_process(test, &no_path);
+    let expected = "redis-server not found on PATH: install it with \
+        `apt-get install -y redis-server` (Debian) or run scripts/test, which installs it";
+    assert!(output.contains(expected), "{output}");
+
+    let bad_override = [("REDIS_SERVER_BIN", Some("/nonexistent/redis-server"))];
+    let output = start_in_child_process(test, &bad_override);
+    assert!(
+        output.contains("REDIS_SERVER_BIN=\"/nonexistent/redis-server\" does not exist"),
+        "{output}"
+    );
 }
