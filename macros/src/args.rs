@@ -62,7 +62,8 @@ impl Parse for Arg {
 
 /// Reads the attribute's arguments. Each wrong option is recorded in
 /// `errors` and replaced by its default, so that later checks still run;
-/// `None` when the key is missing or the arguments are not `name = value`.
+/// `None` when the key is missing or invalid, or the arguments are not
+/// `name = value` pairs.
 pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
     let args = errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args))?;
     let mut seen: Vec<String> = Vec::new();

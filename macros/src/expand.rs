@@ -3,7 +3,8 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{AttrStyle, ItemFn, Type};
+use syn::visit_mut::VisitMut;
+use syn::{AttrStyle, ItemFn, Type, TypeInfer};
 
 use crate::args::{self, OnLost, Options};
 use crate::errors::Errors;
@@ -60,10 +61,7 @@ fn rewrite(
     let (outer_attrs, inner_attrs): (Vec<_>, Vec<_>) = attrs
         .into_iter()
         .partition(|attr| matches!(attr.style, AttrStyle::Outer));
-    let krate = match &options.crate_path {
-        Some(path) => path.to_token_stream(),
-        None => quote!(::distributed_lock),
-    };
+    let krate = crate_path(options, Span::call_site());
 
     // Mixed-site hygiene: the user's code cannot name these.
     let key_var = syn::Ident::new("__distributed_lock_key", Span::mixed_site());
@@ -98,6 +96,7 @@ fn rewrite(
     };
 
     let return_span = return_type.span();
+    let return_type = inferable(return_type);
     // Never runs; it fixes the async block's output to the declared return
     // type, so `?` converts errors into it and a wrong value in the body is
     // reported against it.
@@ -114,9 +113,18 @@ fn rewrite(
             return #return_var;
         }
     };
-    // Spanned at the return type: an error type without `From<LockError>`
-    // is reported there.
-    let locked = quote_spanned!(return_span=> #krate::__private::locked);
+    let body = quote! {
+        async move {
+            #fake_return_edge
+            #block
+        }
+    };
+    // The call is spanned at the return type: an error type without
+    // `From<LockError>` is reported there.
+    let locked_crate = crate_path(options, return_span);
+    let call = quote_spanned! {return_span=>
+        #locked_crate::__private::locked(#client_var, #key_var, #lock_options, #body).await
+    };
 
     quote! {
         #(#outer_attrs)*
@@ -124,16 +132,38 @@ fn rewrite(
             #(#inner_attrs)*
             let #key_var: ::std::string::String = #key;
             let #client_var: ::core::option::Option<#krate::LockManager> = #client;
-            #locked(
-                #client_var,
-                #key_var,
-                #lock_options,
-                async move {
-                    #fake_return_edge
-                    #block
-                },
-            )
-            .await
+            #call
         }
     }
+}
+
+/// The path of the `distributed_lock` crate; the default one spanned at
+/// `span`.
+fn crate_path(options: &Options, span: Span) -> TokenStream {
+    match &options.crate_path {
+        Some(path) => path.to_token_stream(),
+        None => quote_spanned!(span=> ::distributed_lock),
+    }
+}
+
+/// `ty` with each `impl Trait` replaced by `_`, so that it can annotate a
+/// `let` (the compiler infers the opaque type from the body).
+fn inferable(ty: &Type) -> Type {
+    struct ImplToInfer;
+    impl VisitMut for ImplToInfer {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(impl_trait) = ty {
+                let underscore_token = syn::Token![_](impl_trait.impl_token.span);
+                *ty = Type::Infer(TypeInfer {
+                    attrs: Vec::new(),
+                    underscore_token,
+                });
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    ImplToInfer.visit_type_mut(&mut ty);
+    ty
 }

@@ -57,9 +57,12 @@ fn span_of(key: &LitStr, range: Range<usize>) -> Span {
         .unwrap_or_else(|| key.span())
 }
 
-/// `&root.field.field`, spanned at the placeholder so that a missing field or
-/// a missing `Display` impl is reported there.
-fn access(placeholder: &Placeholder, span: Span) -> TokenStream {
+/// `&root.field.field`, located at the placeholder so that a missing field or
+/// a missing `Display` impl is reported there. The hygiene stays the call
+/// site's, so the names resolve to the parameters, and marks the code as
+/// generated, so the compiler does not suggest edits inside the key text.
+fn access(placeholder: &Placeholder, location: Span) -> TokenStream {
+    let span = Span::call_site().located_at(location);
     let root = Ident::new(&placeholder.root, span);
     let fields = placeholder.fields.iter().map(|field| match field.parse() {
         Ok(index) => Member::Unnamed(Index { index, span }),
@@ -101,7 +104,8 @@ impl Params {
             Ok(())
         } else if root == "self" {
             Err(format!(
-                "`{{self...}}` needs a method, but `{function}` has no `self` parameter"
+                "`{}` needs a method, but `{function}` has no `self` parameter",
+                placeholder.written()
             ))
         } else if self.destructured.contains(root) {
             Err(format!(

@@ -26,6 +26,18 @@ pub(crate) struct Placeholder {
     pub(crate) range: Range<usize>,
 }
 
+impl Placeholder {
+    /// The placeholder as written, braces included: `{order.id}`.
+    pub(crate) fn written(&self) -> String {
+        let mut path = self.root.clone();
+        for field in &self.fields {
+            path.push('.');
+            path.push_str(field);
+        }
+        format!("{{{path}}}")
+    }
+}
+
 /// A syntax error in the key text.
 #[derive(Debug, PartialEq)]
 pub(crate) struct TemplateError {
@@ -88,18 +100,20 @@ pub(crate) fn parse(text: &str) -> Result<Template, TemplateError> {
 
 /// Returns the index just past the `}` that closes the `{` at `open`.
 fn placeholder_end(text: &str, open: usize) -> Result<usize, TemplateError> {
-    let unclosed = || {
-        TemplateError::new(
-            "unclosed `{` in the key; close the placeholder with `}`, or write `{{` for a literal brace",
-            open..open + 1,
-        )
-    };
     let rest = &text[open + 1..];
-    let close = rest.find(['{', '}']).ok_or_else(unclosed)?;
-    if rest.as_bytes()[close] == b'{' {
-        return Err(unclosed());
+    match rest.find(['{', '}']) {
+        Some(close) if rest.as_bytes()[close] == b'}' => Ok(open + 1 + close + 1),
+        next_brace => {
+            let unclosed = &text[open..open + 1 + next_brace.unwrap_or(rest.len())];
+            Err(TemplateError::new(
+                format!(
+                    "unclosed `{unclosed}` in the key; close the placeholder with `}}`, \
+                     or write `{{{{` for a literal brace"
+                ),
+                open..open + 1,
+            ))
+        }
     }
-    Ok(open + 1 + close + 1)
 }
 
 /// Reads the placeholder `text[range]`, braces included.
@@ -218,6 +232,17 @@ mod tests {
     }
 
     #[test]
+    fn placeholders_can_be_shown_as_written() {
+        let template = ok("{a}{b.c.0}");
+        let written: Vec<_> = template
+            .placeholders
+            .iter()
+            .map(Placeholder::written)
+            .collect();
+        assert_eq!(written, ["{a}", "{b.c.0}"]);
+    }
+
+    #[test]
     fn key_may_be_only_a_placeholder() {
         let template = ok("{id}");
         assert_eq!(template.format, "{}");
@@ -258,20 +283,22 @@ mod tests {
     #[test]
     fn unclosed_brace_is_an_error() {
         let error = err("order:{id");
-        assert!(error.message.contains("unclosed `{`"), "{error:?}");
+        assert!(error.message.starts_with("unclosed `{id`"), "{error:?}");
         assert_eq!(error.range, 6..7);
     }
 
     #[test]
     fn brace_opened_inside_placeholder_is_unclosed() {
         let error = err("{a{b}");
-        assert!(error.message.contains("unclosed `{`"), "{error:?}");
+        assert!(error.message.starts_with("unclosed `{a`"), "{error:?}");
         assert_eq!(error.range, 0..1);
     }
 
     #[test]
     fn lone_brace_at_end_is_unclosed() {
-        assert_eq!(err("order:{").range, 6..7);
+        let error = err("order:{");
+        assert!(error.message.starts_with("unclosed `{`"), "{error:?}");
+        assert_eq!(error.range, 6..7);
     }
 
     #[test]

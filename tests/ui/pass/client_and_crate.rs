@@ -34,4 +34,16 @@ pub async fn via_reexport(id: u32) -> Result<u32, LockError> {
     Ok(id)
 }
 
-fn main() {}
+fn main() {
+    let service = Service {
+        locks: LockManager::in_memory(),
+        shared: Arc::new(LockManager::in_memory()),
+    };
+    spawnable(service.owned(1));
+    spawnable(service.arc(2));
+    spawnable(borrowed(&service.locks, 3));
+    spawnable(via_reexport(4));
+}
+
+/// The futures must stay `Send`, so that they can be spawned.
+fn spawnable<F: std::future::Future + Send>(_: F) {}

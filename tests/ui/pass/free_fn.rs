@@ -11,7 +11,7 @@ pub struct Order {
     wait = "250ms",
     renew = false,
     reentrant = false,
-    on_lost = "continue",
+    on_lost = "continue"
 )]
 pub async fn pay(order: &Order, user_id: u64) -> Result<String, LockError> {
     if user_id == 0 {
@@ -27,6 +27,9 @@ async fn nightly() -> Result<(), LockError> {
 }
 
 fn main() {
-    let _ = pay(&Order { id: 1 }, 2);
-    let _ = nightly();
+    spawnable(pay(&Order { id: 1 }, 2));
+    spawnable(nightly());
 }
+
+/// The futures must stay `Send`, so that they can be spawned.
+fn spawnable<F: std::future::Future + Send>(_: F) {}

@@ -9,10 +9,7 @@ pub struct Pair<'a, K> {
 }
 
 #[distributed_lock(key = "pair:{pair.key}:{pair.tag.1}:{extra}")]
-pub async fn generic<'a, 'b: 'a, K, V>(
-    pair: Pair<'a, K>,
-    extra: &'b V,
-) -> Result<&'a K, LockError>
+pub async fn generic<'a, 'b: 'a, K, V>(pair: Pair<'a, K>, extra: &'b V) -> Result<&'a K, LockError>
 where
     K: Display + Sync,
     V: Display + ?Sized + Sync,
@@ -38,4 +35,18 @@ impl<T: Display + Sync> Store<T> {
     }
 }
 
-fn main() {}
+fn main() {
+    let (key, extra) = (5u8, "extra");
+    spawnable(generic(
+        Pair {
+            key: &key,
+            tag: (1, "tag"),
+        },
+        extra,
+    ));
+    spawnable(with_impl_trait("item", 2));
+    spawnable(Store { name: "store" }.get(3));
+}
+
+/// The futures must stay `Send`, so that they can be spawned.
+fn spawnable<F: std::future::Future + Send>(_: F) {}

@@ -44,7 +44,7 @@ impl Account {
     }
 }
 
-pub trait Ledger {
+trait Ledger {
     async fn post(&self, entry: u64) -> Result<(), LockError>;
 }
 
@@ -56,4 +56,21 @@ impl Ledger for Account {
     }
 }
 
-fn main() {}
+fn main() {
+    let account = || Account {
+        id: 1,
+        owner: Owner {
+            name: "ann".to_owned(),
+        },
+        balance: 0,
+    };
+    spawnable(account().balance());
+    spawnable(account().deposit(5));
+    spawnable(account().close());
+    spawnable(Arc::new(account()).shared());
+    spawnable(account().drain());
+    spawnable(account().post(7));
+}
+
+/// The futures must stay `Send`, so that they can be spawned.
+fn spawnable<F: std::future::Future + Send>(_: F) {}

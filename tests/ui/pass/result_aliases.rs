@@ -16,6 +16,15 @@ enum PayError {
     Declined,
 }
 
+impl std::fmt::Display for PayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PayError::Lock(error) => write!(f, "payment not locked: {error}"),
+            PayError::Declined => f.write_str("declined"),
+        }
+    }
+}
+
 impl From<LockError> for PayError {
     fn from(error: LockError) -> Self {
         PayError::Lock(error)
@@ -39,6 +48,9 @@ async fn refund(card: u64) -> Result<u64, PayError> {
 }
 
 fn main() {
-    let _ = (read("1"), charge(1), refund(1));
-    let _ = PayError::Lock;
+    spawnable(read("1"));
+    spawnable(refund(1));
 }
+
+/// The futures must stay `Send`, so that they can be spawned.
+fn spawnable<F: std::future::Future + Send>(_: F) {}

@@ -1,0 +1,9 @@
+//! Three mistakes in one attribute, all reported by one compile.
+use distributed_lock::{distributed_lock, LockError};
+
+#[distributed_lock(key = "user:{usr}", ttl = "ten seconds", retry = 3)]
+async fn three(user: u64) -> Result<u64, LockError> {
+    Ok(user)
+}
+
+fn main() {}

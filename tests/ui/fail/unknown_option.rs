@@ -1,0 +1,14 @@
+//! Unknown options; the message lists the valid ones.
+use distributed_lock::{distributed_lock, LockError};
+
+#[distributed_lock(key = "job", tll = "30s")]
+async fn typo() -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "job", allow_open_transaction = true)]
+async fn not_yet() -> Result<(), LockError> {
+    Ok(())
+}
+
+fn main() {}
