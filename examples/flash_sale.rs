@@ -77,7 +77,11 @@ fn parse_settings() -> Result<Settings, String> {
             "--buyers" => settings.buyers = number("--buyers")?,
             "--stock" => settings.stock = number("--stock")? as i64,
             "--instances" => settings.instances = number("--instances")?.max(1),
-            other => return Err(format!("unknown argument `{other}`; use --no-lock, --buyers N, --stock N, --instances N")),
+            other => {
+                return Err(format!(
+                "unknown argument `{other}`; use --no-lock, --buyers N, --stock N, --instances N"
+            ))
+            }
         }
     }
     Ok(settings)
@@ -114,7 +118,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         settings.buyers,
         settings.instances,
         settings.stock,
-        if settings.locked { "ON" } else { "OFF (--no-lock)" }
+        if settings.locked {
+            "ON"
+        } else {
+            "OFF (--no-lock)"
+        }
     );
     let started = Instant::now();
     let mut buyers = Vec::new();

@@ -30,17 +30,18 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// A lease granted by the backend; `requested_at` is when the acquiring
-    /// command was sent, so validity is counted conservatively from then.
+    /// command was sent, so validity (`valid_for`: the ttl, less Redlock's
+    /// drift allowance) is counted conservatively from then.
     pub(crate) fn new(
         manager: LockManager,
         key: Arc<LockKey>,
         token: OwnerToken,
         fence: u64,
-        ttl: Duration,
+        valid_for: Duration,
         requested_at: Instant,
     ) -> Self {
         let (status, _) = watch::channel(LeaseStatus::Held {
-            valid_until: requested_at + ttl,
+            valid_until: requested_at + valid_for,
         });
         Lease {
             manager,
@@ -64,8 +65,13 @@ impl Lease {
         }
     }
 
+    /// Lost once reported so, and also as soon as the lease is past its
+    /// validity, even if the watchdog task has not run yet to report it.
     pub(crate) fn is_lost(&self) -> bool {
-        matches!(*self.status.borrow(), LeaseStatus::Lost)
+        match *self.status.borrow() {
+            LeaseStatus::Held { valid_until } => valid_until <= Instant::now(),
+            LeaseStatus::Lost => true,
+        }
     }
 
     pub(crate) fn valid_until(&self) -> Option<Instant> {

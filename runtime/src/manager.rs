@@ -4,13 +4,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig};
+use crate::backend::{
+    Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend,
+};
 use crate::lease::Lease;
 use crate::watchdog::Watchdog;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
 
-/// Hands out locks from one backend. Cheap to clone; clones share one
-/// multiplexed, auto-reconnecting connection and one notification channel.
+/// Hands out locks from one backend. Cheap to clone; clones share the
+/// backend's multiplexed, auto-reconnecting connections (one per server) and
+/// its notification channels.
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<ManagerInner>,
@@ -70,6 +73,40 @@ impl LockManagerBuilder {
         Ok(self.build(Backend::Redis(backend)))
     }
 
+    /// Connects to N independent Redis masters for Redlock: a lock is held
+    /// while a majority of them (N / 2 + 1) holds it, so it survives the loss
+    /// of up to N − quorum nodes. `N` must be odd (3 or 5 in practice): an
+    /// even N is refused with `LockError::InvalidOptions`, because it survives
+    /// no more failures than N − 1 nodes would. Connects to all nodes at once
+    /// and fails with `LockError::Connection` when fewer than a quorum answer;
+    /// the other nodes are connected when they come back.
+    ///
+    /// Each acquisition costs one round trip to all nodes plus one more to
+    /// write the fencing token back (which keeps tokens strictly increasing
+    /// across quorums); renewal and release cost one. The lease is valid for
+    /// the ttl less a clock drift allowance (ttl / 100 + 2 ms), counted from
+    /// before the first request, and [`LockGuard::valid_until`] reports it.
+    /// The nodes must not fail over to replicas, and a node that restarts
+    /// without its data must stay down for at least the longest ttl in use,
+    /// so that every lock that depended on it has expired or been reported
+    /// lost before it rejoins. `LockOptions::min_replicas` is refused with
+    /// `InvalidOptions`, and so is a ttl under 10 ms. The reasoning behind
+    /// each rule is in the Redlock backend's source (`backend/redlock.rs`).
+    ///
+    /// [`LockGuard::valid_until`]: crate::LockGuard::valid_until
+    pub async fn redlock<I>(self, urls: I) -> Result<LockManager, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let urls = urls
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        let backend = RedlockBackend::connect(urls, self.redis).await?;
+        Ok(self.build(Backend::Redlock(backend)))
+    }
+
     /// A manager whose locks live in this process's memory.
     pub fn in_memory(self) -> LockManager {
         self.build(Backend::Memory(MemoryBackend::new()))
@@ -91,6 +128,30 @@ impl LockManager {
     /// Connects to one Redis server with default settings; see [`LockManagerBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         Self::builder().connect(url).await
+    }
+
+    /// Connects to independent Redis masters for Redlock with default
+    /// settings; see [`LockManagerBuilder::redlock`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
+    /// use distributed_lock_runtime::LockManager;
+    ///
+    /// let locks = LockManager::redlock([
+    ///     "redis://127.0.0.1:7001",
+    ///     "redis://127.0.0.1:7002",
+    ///     "redis://127.0.0.1:7003",
+    /// ])
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn redlock<I>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::builder().redlock(urls).await
     }
 
     /// Settings for a new manager: namespace and time limits.
@@ -132,7 +193,9 @@ impl LockManager {
     ///
     /// Inside a lock scope that already holds `key` this re-enters (or fails
     /// with `AlreadyHeld` for non-re-entrant options). Fails with `Timeout`
-    /// when the lock stayed busy, `Connection` when Redis is unreachable.
+    /// when the lock stayed busy, `Connection` when Redis is unreachable
+    /// (for Redlock: when fewer than a quorum of nodes answer), and
+    /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
         let wait = options.wait;
         self.acquire_within(key, &options, wait)
@@ -200,6 +263,7 @@ impl LockManager {
         wait: Duration,
     ) -> Result<Option<LockGuard>, LockError> {
         let ttl_ms = options.ttl_millis()?;
+        let replicas = options.replication()?;
         let lock_key = self.lock_key(key);
         if let Some(lease) = scope::find(self, &lock_key.lock) {
             if !options.reentrant {
@@ -214,30 +278,36 @@ impl LockManager {
         let started = Instant::now();
         let backend = self.backend();
         let mut requested_at = Instant::now();
-        let mut attempt = backend.try_lock(&lock_key, &token, ttl_ms).await?;
+        let mut attempt = backend
+            .try_lock(&lock_key, &token, ttl_ms, replicas)
+            .await?;
         if let Attempt::Busy { remaining } = attempt {
             if wait.is_zero() {
                 tracing::debug!(key, "lock busy");
                 return Ok(None);
             }
-            let deadline = started + wait;
+            // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
+            let deadline = started.checked_add(wait);
             let ticket = backend.watch(&lock_key).await;
             tracing::debug!(key, holder_remaining = ?remaining, "waiting for lock");
             loop {
                 requested_at = Instant::now();
-                attempt = backend.try_lock(&lock_key, &token, ttl_ms).await?;
+                attempt = backend
+                    .try_lock(&lock_key, &token, ttl_ms, replicas)
+                    .await?;
                 let Attempt::Busy { remaining } = attempt else {
                     break;
                 };
                 let now = Instant::now();
-                if now >= deadline {
+                if deadline.is_some_and(|deadline| now >= deadline) {
                     tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
                     return Ok(None);
                 }
                 let retry_at = match remaining {
-                    Some(remaining) => (now + remaining + Duration::from_millis(1)).min(deadline),
-                    None => (now + Duration::from_millis(10)).min(deadline),
+                    Some(remaining) => now + remaining + Duration::from_millis(1),
+                    None => now + Duration::from_millis(10),
                 };
+                let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
                 tokio::select! {
                     () = ticket.woken() => {}
                     () = tokio::time::sleep_until(retry_at.into()) => {}
@@ -266,7 +336,7 @@ impl LockManager {
             Arc::clone(&key),
             token.clone(),
             fence,
-            options.ttl,
+            self.backend().validity(options.ttl),
             requested_at,
         );
         let watchdog = Watchdog {

@@ -16,7 +16,8 @@ pub enum OnLost {
 
 /// Options of one acquisition. Built with [`LockOptions::new`] and chained setters.
 ///
-/// Defaults: ttl 30 s, wait 0 (one attempt), renewal on, re-entrant, cancel on loss.
+/// Defaults: ttl 30 s, wait 0 (one attempt), renewal on, re-entrant, cancel on
+/// loss, no replica acknowledgement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOptions {
     pub(crate) ttl: Duration,
@@ -24,6 +25,16 @@ pub struct LockOptions {
     pub(crate) renew: bool,
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
+    pub(crate) min_replicas: Option<MinReplicas>,
+}
+
+/// How many replicas must acknowledge an acquisition, and how long to wait for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MinReplicas {
+    /// Replicas that must acknowledge; at least 1.
+    pub(crate) replicas: u32,
+    /// Longest wait for their acknowledgements (`WAIT`'s timeout).
+    pub(crate) timeout: Duration,
 }
 
 impl Default for LockOptions {
@@ -34,6 +45,7 @@ impl Default for LockOptions {
             renew: true,
             reentrant: true,
             on_lost: OnLost::Cancel,
+            min_replicas: None,
         }
     }
 }
@@ -78,6 +90,50 @@ impl LockOptions {
         self
     }
 
+    /// Replicated acquire, for one master with replicas: after the lock is
+    /// granted, wait up to `timeout` until at least `replicas` replicas have
+    /// acknowledged it; if fewer did, release it and fail with
+    /// [`LockError::NotReplicated`](crate::LockError::NotReplicated).
+    /// `replicas` = 0 turns it off (the default).
+    ///
+    /// Why: Redis replicates asynchronously. A master that grants a lock and
+    /// dies before the write reaches a replica can be replaced by that replica,
+    /// which then grants the same lock to a second client. With this option a
+    /// granted lock is known to be on `replicas` replicas, so a failover to one
+    /// of them keeps it.
+    ///
+    /// What it does not guarantee: `WAIT` does not make Redis strongly
+    /// consistent. A failover may still promote a replica that did not
+    /// acknowledge (Sentinel and Cluster choose by replication offset and
+    /// availability, not by who acknowledged), an acknowledging replica may
+    /// restart without persistence, and renewals are not waited for, so a
+    /// promoted replica may expire the lock earlier than its holder expects.
+    /// It narrows the window in which a failover loses a lock; it does not
+    /// close it. For locks that must survive the loss of any server, use
+    /// [`LockManager::redlock`](crate::LockManager::redlock).
+    ///
+    /// Cost: the acquire script and `WAIT` travel in one pipeline (one round
+    /// trip) on a connection reserved for replicated acquisitions, opened on
+    /// first use, so a slow `WAIT` never delays renewals or other locks; an
+    /// attempt on a busy lock also waits for replicas that lag behind. `timeout`
+    /// must be at least 1 ms (`WAIT 0` would block forever) and shorter than
+    /// the ttl, or the acquisition fails with `InvalidOptions`.
+    ///
+    /// Backends: the in-memory backend has no replicas and ignores this, so code
+    /// configured for Redis runs unchanged in unit tests. A Redlock manager
+    /// rejects it with `InvalidOptions`: its nodes are independent masters
+    /// without failover, and its safety comes from the quorum instead.
+    pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout });
+        self
+    }
+
+    /// The required replica acknowledgements and their timeout, if any.
+    pub fn get_min_replicas(&self) -> Option<(u32, Duration)> {
+        self.min_replicas
+            .map(|required| (required.replicas, required.timeout))
+    }
+
     /// The lease length.
     pub fn get_ttl(&self) -> Duration {
         self.ttl
@@ -96,5 +152,25 @@ impl LockOptions {
             ));
         }
         Ok(ms)
+    }
+
+    /// The replica requirement, checked against the ttl.
+    pub(crate) fn replication(&self) -> Result<Option<MinReplicas>, crate::LockError> {
+        let Some(required) = self.min_replicas else {
+            return Ok(None);
+        };
+        if required.timeout < Duration::from_millis(1) {
+            return Err(crate::LockError::InvalidOptions(
+                "min_replicas timeout must be at least 1 ms: WAIT with 0 would block forever"
+                    .into(),
+            ));
+        }
+        if required.timeout >= self.ttl {
+            return Err(crate::LockError::InvalidOptions(format!(
+                "min_replicas timeout {:?} must be shorter than the ttl {:?}: the lock could expire while waiting for replicas",
+                required.timeout, self.ttl
+            )));
+        }
+        Ok(Some(required))
     }
 }

@@ -46,7 +46,7 @@ impl Watchdog {
             let renewal = self.backend.renew(&self.key, &self.token, ttl_ms);
             match timeout_at(valid_until.into(), renewal).await {
                 Ok(Ok(true)) => {
-                    valid_until = sent + self.ttl;
+                    valid_until = sent + self.backend.validity(self.ttl);
                     self.status.send_replace(LeaseStatus::Held { valid_until });
                     next = sent + period;
                     tracing::trace!(key = %self.key.user, "lease renewed");

@@ -3,13 +3,17 @@
 //! know which one they talk to.
 
 mod memory;
+mod notify;
 mod redis;
+mod redlock;
 
 use std::time::Duration;
 
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::{RedisBackend, RedisConfig};
+pub(crate) use self::redlock::RedlockBackend;
 
+use crate::options::MinReplicas;
 use crate::wait_queue::WaitTicket;
 use crate::{LockError, OwnerToken};
 
@@ -37,19 +41,33 @@ pub(crate) enum Attempt {
 pub(crate) enum Backend {
     Redis(RedisBackend),
     Memory(MemoryBackend),
+    Redlock(RedlockBackend),
 }
 
 impl Backend {
     /// One atomic attempt: take the lock with a TTL and a fencing token, or report the holder's remaining TTL.
+    /// With `replicas`, a granted lock must also reach that many replicas (the
+    /// in-memory backend ignores it, Redlock refuses it).
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
+        replicas: Option<MinReplicas>,
     ) -> Result<Attempt, LockError> {
         match self {
-            Backend::Redis(redis) => redis.try_lock(key, token, ttl_ms).await,
+            Backend::Redis(redis) => redis.try_lock(key, token, ttl_ms, replicas).await,
             Backend::Memory(memory) => Ok(memory.try_lock(key, token, ttl_ms)),
+            Backend::Redlock(redlock) => redlock.try_lock(key, token, ttl_ms, replicas).await,
+        }
+    }
+
+    /// How long after an acquisition or renewal was sent the lease is
+    /// certainly valid: the ttl, less Redlock's clock drift allowance.
+    pub(crate) fn validity(&self, ttl: Duration) -> Duration {
+        match self {
+            Backend::Redis(_) | Backend::Memory(_) => ttl,
+            Backend::Redlock(redlock) => redlock.validity(ttl),
         }
     }
 
@@ -62,6 +80,7 @@ impl Backend {
         match self {
             Backend::Redis(redis) => redis.unlock(key, token).await,
             Backend::Memory(memory) => Ok(memory.unlock(key, token)),
+            Backend::Redlock(redlock) => redlock.unlock(key, token).await,
         }
     }
 
@@ -75,6 +94,7 @@ impl Backend {
         match self {
             Backend::Redis(redis) => redis.renew(key, token, ttl_ms).await,
             Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
+            Backend::Redlock(redlock) => redlock.renew(key, token, ttl_ms).await,
         }
     }
 
@@ -83,6 +103,7 @@ impl Backend {
         match self {
             Backend::Redis(redis) => redis.watch(key).await,
             Backend::Memory(memory) => memory.watch(key),
+            Backend::Redlock(redlock) => redlock.watch(key).await,
         }
     }
 }

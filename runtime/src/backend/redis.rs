@@ -1,17 +1,19 @@
 //! The single-instance Redis backend: one multiplexed, auto-reconnecting
 //! connection for commands and one RESP3 connection for release notifications.
+//! Replicated acquisitions (`LockOptions::min_replicas`) get a third connection,
+//! opened on first use, so that their `WAIT` never holds up other commands.
 
-use std::collections::HashSet;
-use std::convert::Infallible;
-use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ProtocolVersion, PushInfo, PushKind, Value};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
+use tokio::sync::OnceCell;
 
+use super::notify::{Notifications, WhenUnreachable};
 use super::{Attempt, LockKey};
+use crate::options::MinReplicas;
 use crate::scripts;
-use crate::wait_queue::{WaitQueues, WaitTicket};
+use crate::wait_queue::WaitTicket;
 use crate::{LockError, OwnerToken};
 
 /// Time limits of the Redis connections.
@@ -25,16 +27,12 @@ pub(crate) struct RedisConfig {
 
 /// Locks in one Redis server (or one master).
 pub(crate) struct RedisBackend {
+    client: Client,
+    config: RedisConfig,
     commands: ConnectionManager,
-    subscriptions: Option<Arc<Subscriptions>>,
-    queues: Arc<WaitQueues>,
-}
-
-/// The release channels this process listens on, kept equal to the keys that have local waiters.
-struct Subscriptions {
-    connection: ConnectionManager,
-    subscribed: tokio::sync::Mutex<HashSet<String>>,
-    queues: Arc<WaitQueues>,
+    notifications: Notifications,
+    /// The connection of replicated acquisitions, whose `WAIT` blocks it.
+    replicated: OnceCell<ConnectionManager>,
 }
 
 impl RedisBackend {
@@ -42,86 +40,141 @@ impl RedisBackend {
     /// when Redis is unreachable) and, where the server speaks RESP3, the
     /// notification connection; without it waiters fall back to TTL timers.
     pub(crate) async fn connect(url: &str, config: RedisConfig) -> Result<Self, LockError> {
-        let client = Client::open(url).map_err(|err| LockError::InvalidUrl {
-            url: url.to_owned(),
-            reason: err.to_string(),
-        })?;
+        let client = open_client(url)?;
         let commands = open_manager(&client, manager_config(config)).await?;
-        let slot: Arc<OnceLock<Weak<Subscriptions>>> = Arc::new(OnceLock::new());
-        let hook_slot = Arc::clone(&slot);
-        let queues = Arc::new(WaitQueues::with_empty_hook(move |key: &str| {
-            if let Some(subscriptions) = hook_slot.get().and_then(Weak::upgrade) {
-                subscriptions.reconcile_in_background(key.to_owned());
-            }
-        }));
-        let subscriptions = match open_notifications(&client, config, &queues).await {
-            Ok(connection) => {
-                let subscriptions = Arc::new(Subscriptions {
-                    connection,
-                    subscribed: tokio::sync::Mutex::new(HashSet::new()),
-                    queues: Arc::clone(&queues),
-                });
-                let _ = slot.set(Arc::downgrade(&subscriptions));
-                Some(subscriptions)
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
-                None
-            }
-        };
+        let notifications = Notifications::open(
+            std::slice::from_ref(&client),
+            config,
+            WhenUnreachable::DoWithout,
+        )
+        .await;
         Ok(RedisBackend {
+            client,
+            config,
             commands,
-            subscriptions,
-            queues,
+            notifications,
+            replicated: OnceCell::new(),
         })
     }
 
+    /// One attempt; with `replicas`, acquire and `WAIT` in one round trip.
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
+        replicas: Option<MinReplicas>,
     ) -> Result<Attempt, LockError> {
-        let reply: Result<(i64, i64), redis::RedisError> = scripts::ACQUIRE
-            .key(&key.lock)
-            .key(&key.fence)
-            .arg(token.as_str())
-            .arg(ttl_ms)
-            .invoke_async(&mut self.commands.clone())
-            .await;
+        if let Some(replicas) = replicas {
+            return self.try_lock_replicated(key, token, ttl_ms, replicas).await;
+        }
+        let reply = acquire(&mut self.commands.clone(), key, token, ttl_ms).await;
         match reply {
-            Ok((1, fence)) => Ok(Attempt::Acquired {
-                fence: u64::try_from(fence).unwrap_or(0),
-            }),
-            Ok((_, remaining_ms)) => Ok(Attempt::Busy {
-                remaining: u64::try_from(remaining_ms).ok().map(Duration::from_millis),
-            }),
+            Ok(attempt) => Ok(attempt),
             Err(err) => {
                 let err = LockError::from(err);
                 if matches!(err, LockError::Connection(_)) {
-                    self.undo_unanswered_acquire(key, token);
+                    undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
                 }
                 Err(err)
             }
         }
     }
 
-    /// The SET may have landed even though its answer was lost: free it with our
-    /// token in the background, so it does not block others until the TTL ends.
-    fn undo_unanswered_acquire(&self, key: &LockKey, token: &OwnerToken) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+    /// The acquire script and `WAIT replicas timeout`, pipelined on the
+    /// replicated-acquire connection (NOSCRIPT: load the script, send again).
+    /// Granted but acknowledged by too few replicas: released, `NotReplicated`.
+    async fn try_lock_replicated(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: MinReplicas,
+    ) -> Result<Attempt, LockError> {
+        let connection = self.replicated_connection().await?;
+        let mut invocation = scripts::ACQUIRE.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .key(&key.fence)
+            .arg(token.as_str())
+            .arg(ttl_ms);
+        let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut pipeline = redis::pipe();
+        pipeline
+            .invoke_script(&invocation)
+            .cmd("WAIT")
+            .arg(replicas.replicas)
+            .arg(wait_ms);
+        let limit = self.config.response_timeout + replicas.timeout;
+        let send = |mut connection: ConnectionManager| {
+            let pipeline = &pipeline;
+            async move {
+                match tokio::time::timeout(limit, pipeline.query_async(&mut connection)).await {
+                    Ok(reply) => reply.map_err(Some),
+                    Err(_) => Err(None),
+                }
+            }
         };
-        let mut commands = self.commands.clone();
-        let (lock, token) = (key.lock.clone(), token.clone());
-        runtime.spawn(async move {
-            let _: Result<i64, _> = scripts::RELEASE
-                .key(&lock)
-                .arg(token.as_str())
-                .arg(&lock)
-                .invoke_async(&mut commands)
-                .await;
-        });
+        let mut reply: Result<((i64, i64), i64), Option<RedisError>> =
+            send(connection.clone()).await;
+        if matches!(&reply, Err(Some(err)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        {
+            match tokio::time::timeout(limit, invocation.load_async(&mut connection.clone())).await
+            {
+                Ok(Ok(_)) => reply = send(connection.clone()).await,
+                Ok(Err(err)) => return Err(err.into()),
+                Err(_) => return Err(no_answer(limit)),
+            }
+        }
+        let ((granted, value), acknowledged) = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                let err = err.map_or_else(|| no_answer(limit), LockError::from);
+                if matches!(err, LockError::Connection(_)) {
+                    undo_unanswered_acquire(connection.clone(), key, token, ttl_ms);
+                }
+                return Err(err);
+            }
+        };
+        if granted != 1 {
+            return Ok(Attempt::Busy {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            });
+        }
+        let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
+        if acknowledged >= replicas.replicas {
+            return Ok(Attempt::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            });
+        }
+        tracing::warn!(
+            key = %key.user,
+            acknowledged,
+            required = replicas.replicas,
+            "lock reached too few replicas in time; releasing it"
+        );
+        if let Err(err) = self.unlock(key, token).await {
+            tracing::warn!(key = %key.user, error = %err, "release of the unreplicated lock failed; it expires after its TTL");
+        }
+        Err(LockError::NotReplicated {
+            key: key.user.clone(),
+            acknowledged,
+            required: replicas.replicas,
+        })
+    }
+
+    /// The connection for replicated acquisitions, opened on first use. It has
+    /// no response timeout of its own: each call bounds itself by the
+    /// configured response timeout plus its `WAIT` timeout.
+    async fn replicated_connection(&self) -> Result<&ConnectionManager, LockError> {
+        self.replicated
+            .get_or_try_init(|| {
+                open_manager(
+                    &self.client,
+                    manager_config(self.config).set_response_timeout(None),
+                )
+            })
+            .await
     }
 
     pub(crate) async fn unlock(
@@ -129,13 +182,7 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let deleted: i64 = scripts::RELEASE
-            .key(&key.lock)
-            .arg(token.as_str())
-            .arg(&key.lock)
-            .invoke_async(&mut self.commands.clone())
-            .await?;
-        Ok(deleted == 1)
+        Ok(release(&mut self.commands.clone(), key, token).await?)
     }
 
     pub(crate) async fn renew(
@@ -144,55 +191,106 @@ impl RedisBackend {
         token: &OwnerToken,
         ttl_ms: u64,
     ) -> Result<bool, LockError> {
-        let renewed: i64 = scripts::RENEW
-            .key(&key.lock)
-            .arg(token.as_str())
-            .arg(ttl_ms)
-            .invoke_async(&mut self.commands.clone())
-            .await?;
-        Ok(renewed == 1)
+        Ok(renew(&mut self.commands.clone(), key, token, ttl_ms).await?)
     }
 
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
-        let ticket = self.queues.join(&key.lock);
-        if let Some(subscriptions) = &self.subscriptions {
-            subscriptions.reconcile(&key.lock).await;
-        }
-        ticket
+        self.notifications.watch(&key.lock, 1).await
     }
 }
 
-impl Subscriptions {
-    /// Subscribes to `channel` when it has local waiters and is not subscribed,
-    /// unsubscribes when it has none and is. Serialised, so it is order-proof.
-    async fn reconcile(&self, channel: &str) {
-        let mut subscribed = self.subscribed.lock().await;
-        let wanted = self.queues.waiters(channel) > 0;
-        let mut connection = self.connection.clone();
-        if wanted && !subscribed.contains(channel) {
-            match connection.subscribe(channel).await {
-                Ok(()) => {
-                    subscribed.insert(channel.to_owned());
-                }
-                Err(err) => {
-                    tracing::debug!(channel, error = %err, "subscribe failed; waiter falls back to TTL timer")
-                }
-            }
-        } else if !wanted && subscribed.remove(channel) {
-            if let Err(err) = connection.unsubscribe(channel).await {
-                tracing::debug!(channel, error = %err, "unsubscribe failed");
-            }
-        }
-    }
-
-    fn reconcile_in_background(self: Arc<Self>, channel: String) {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { self.reconcile(&channel).await });
-        }
-    }
+/// The SET may have landed even though its answer was lost: free it with our
+/// token in the background, so it does not block others until the TTL ends.
+/// Sent on the `connection` that carried the acquisition, so it arrives after
+/// it; given up after the ttl, when the lock has expired anyway.
+fn undo_unanswered_acquire(
+    mut connection: ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (lock, token) = (key.lock.clone(), token.clone());
+    runtime.spawn(async move {
+        let mut release = scripts::RELEASE.prepare_invoke();
+        release.key(&lock).arg(token.as_str()).arg(&lock);
+        let release = release.invoke_async::<i64>(&mut connection);
+        let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
+    });
 }
 
-fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
+/// Runs `acquire.lua` once on one server.
+pub(super) async fn acquire(
+    connection: &mut ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<Attempt, RedisError> {
+    let (granted, value): (i64, i64) = scripts::ACQUIRE
+        .key(&key.lock)
+        .key(&key.fence)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .invoke_async(connection)
+        .await?;
+    Ok(if granted == 1 {
+        Attempt::Acquired {
+            fence: u64::try_from(value).unwrap_or(0),
+        }
+    } else {
+        Attempt::Busy {
+            remaining: u64::try_from(value).ok().map(Duration::from_millis),
+        }
+    })
+}
+
+/// Runs `release.lua` once on one server: whether our lock was deleted.
+pub(super) async fn release(
+    connection: &mut ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+) -> Result<bool, RedisError> {
+    let deleted: i64 = scripts::RELEASE
+        .key(&key.lock)
+        .arg(token.as_str())
+        .arg(&key.lock)
+        .invoke_async(connection)
+        .await?;
+    Ok(deleted == 1)
+}
+
+/// Runs `renew.lua` once on one server: whether our lease was extended.
+pub(super) async fn renew(
+    connection: &mut ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<bool, RedisError> {
+    let renewed: i64 = scripts::RENEW
+        .key(&key.lock)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .invoke_async(connection)
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// A replicated acquisition that got no answer within `limit`.
+fn no_answer(limit: Duration) -> LockError {
+    LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
+}
+
+/// Parses `url`, failing with `InvalidUrl`.
+pub(super) fn open_client(url: &str) -> Result<Client, LockError> {
+    Client::open(url).map_err(|err| LockError::InvalidUrl {
+        url: url.to_owned(),
+        reason: err.to_string(),
+    })
+}
+
+pub(super) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.response_timeout))
@@ -200,7 +298,7 @@ fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
         .set_max_delay(config.connect_timeout)
 }
 
-async fn open_manager(
+pub(super) async fn open_manager(
     client: &Client,
     config: ConnectionManagerConfig,
 ) -> Result<ConnectionManager, LockError> {
@@ -208,36 +306,4 @@ async fn open_manager(
         .get_connection_manager_with_config(config)
         .await
         .map_err(|err| LockError::Connection(err.to_string()))
-}
-
-async fn open_notifications(
-    client: &Client,
-    config: RedisConfig,
-    queues: &Arc<WaitQueues>,
-) -> Result<ConnectionManager, LockError> {
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let client = Client::open(info.set_redis_settings(settings))?;
-    let queues = Arc::clone(queues);
-    let deliver = move |push: PushInfo| -> Result<(), Infallible> {
-        match push.kind {
-            PushKind::Message => {
-                if let Some(Value::BulkString(channel)) = push.data.first() {
-                    if let Ok(channel) = std::str::from_utf8(channel) {
-                        queues.wake_one(channel);
-                    }
-                }
-            }
-            PushKind::Disconnection => queues.wake_all(),
-            _ => {}
-        }
-        Ok(())
-    };
-    let config = manager_config(config)
-        .set_push_sender(deliver)
-        .set_automatic_resubscription();
-    open_manager(&client, config).await
 }

@@ -10,3 +10,6 @@ pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(include_str!(
 pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| Script::new(include_str!("release.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("renew.lua")));
+/// Raise a fencing counter to a floor (Redlock); see `fence_floor.lua`.
+pub(crate) static FENCE_FLOOR: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("fence_floor.lua")));

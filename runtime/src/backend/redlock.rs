@@ -1,0 +1,500 @@
+//! The Redlock backend: one lock across N independent Redis masters (no
+//! replication between them, no failover), held while a majority holds it.
+//!
+//! # Acquire
+//! The acquire script goes to every node at once, each answer bounded by the
+//! *node timeout*, min(response timeout, ttl / 10): long enough for a healthy
+//! node, short enough that a dead one costs a small part of the lease. The
+//! round waits for every node (or its timeout) rather than stopping at the
+//! first quorum, so the lock lands on every reachable node and survives the
+//! loss of any minority while it is held; it stops early only once a quorum
+//! refused. A node that times out may still apply the SET later; it carries
+//! our token, and renewal and release cover it. The clock starts before the
+//! first send. The lease is valid until start + ttl − drift, where
+//! drift = ttl / 100 + 2 ms allows for the nodes' clocks running at slightly
+//! different rates; the acquisition succeeds only if that is still in the
+//! future once the fencing token is written back (below).
+//!
+//! When it fails, the lock is released on *all* nodes, also on those that did
+//! not answer (their SET may have landed), and the attempt reports `Busy`: the
+//! manager's wait loop retries within `wait`, woken by a release on any node.
+//! The retry comes after the longest remaining TTL seen when no node granted
+//! (another owner holds it), or after a random 5–50 ms when some did (a split
+//! vote: contenders must not retry in lockstep). When fewer than a quorum of
+//! nodes answered at all, the attempt fails with `LockError::Connection`,
+//! naming the unreachable nodes.
+//!
+//! # Fencing tokens
+//! Each node's acquire script issues its own token. The lock's token T is the
+//! maximum over the granting quorum, and `fence_floor.lua` raises every node's
+//! counter to at least T; the acquisition needs a quorum of those writes
+//! acknowledged *by granting nodes*. Any later quorum shares a node with that
+//! set, on which it was granted only after our key there was gone, that is,
+//! after the write: its maximum is at least T + 1. This costs one extra round
+//! trip on Redlock acquisitions only; renewal, release and the single-instance
+//! backend are unchanged. A node restarted empty forgets its counters; the
+//! acquire script's clock floor (server time in µs) then keeps tokens rising,
+//! as for a single server.
+//!
+//! # Renewal and release
+//! Both go to all nodes at once and wait for every answer (renewal within the
+//! node timeout, release within the response timeout). A renewal keeps the
+//! lease iff a quorum renewed; a minority answering "not ours" is fine. The
+//! lease is lost once more than N − quorum nodes say "not ours"; with fewer
+//! answers than that the renewal counts as failed and the watchdog retries
+//! until the lease runs out. A release reports the lock as ours iff a quorum
+//! deleted it.
+//!
+//! # Number of nodes
+//! Any odd N ≥ 1 (3 or 5 in practice). An even N is refused with
+//! `InvalidOptions`: N = 2k needs k + 1 nodes for a quorum and so survives
+//! k − 1 failures, no more than 2k − 1 nodes would, while adding one more
+//! node that can fail. The manager starts when a quorum of nodes is reachable;
+//! the others are connected when they come back.
+//!
+//! # Delayed restart
+//! A node that loses its data in a crash (no persistence, or no fsync of the
+//! last writes) must stay down for at least the longest ttl in use before it
+//! rejoins empty. While it is down, every lock whose quorum needed it cannot
+//! be renewed by a quorum, so it expires, and its holder's watchdog reports it
+//! lost, before the node comes back. Restarted at once, the node forgets locks
+//! that are still held, and a second client can assemble a quorum with it:
+//! two holders at once. With `appendfsync always` no delay is needed.
+//!
+//! # Waiting
+//! One set of local wait queues is fed by release messages from every node,
+//! so a release seen on any node wakes a waiter; a release publishes on each
+//! node that held the lock, so one release wakes at most N local waiters.
+//! A waiter subscribes on a quorum of nodes before it retries.
+//!
+//! # Replicated acquire
+//! `LockOptions::min_replicas` is refused with `InvalidOptions`: Redlock nodes
+//! are independent masters that must not fail over, and the quorum, not
+//! replication, is what keeps a lock through the loss of a node.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::aio::ConnectionManager;
+use redis::RedisError;
+
+use super::notify::{Notifications, WhenUnreachable};
+use super::redis::{
+    acquire, manager_config, open_client, open_manager, release, renew, RedisConfig,
+};
+use super::{Attempt, LockKey};
+use crate::options::MinReplicas;
+use crate::scripts;
+use crate::wait_queue::WaitTicket;
+use crate::{LockError, OwnerToken};
+
+/// Shortest ttl a Redlock lease may have: below it the drift allowance and two
+/// round trips leave next to no validity.
+const MIN_TTL: Duration = Duration::from_millis(10);
+/// Fixed part of the clock drift allowance.
+const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+/// Shortest and longest pause before retrying after a split vote, in ms.
+const JITTER_MS: (u64, u64) = (5, 50);
+
+/// Locks held by a quorum of independent Redis masters.
+pub(crate) struct RedlockBackend {
+    nodes: Vec<Node>,
+    quorum: usize,
+    response_timeout: Duration,
+    notifications: Notifications,
+}
+
+/// One master.
+struct Node {
+    /// The URL as given, for error messages.
+    url: String,
+    commands: ConnectionManager,
+}
+
+/// The answers to one acquisition round, as they arrive.
+#[derive(Default)]
+struct Round {
+    /// Nodes that granted, with their fencing tokens.
+    granted: Vec<(usize, u64)>,
+    /// Remaining TTLs reported by nodes held by another owner.
+    busy: Vec<Option<Duration>>,
+    /// Nodes that failed or did not answer in time.
+    failed: Vec<(usize, LockError)>,
+}
+
+/// The answers to a release or renewal sent to every node.
+#[derive(Default)]
+struct Tally {
+    /// Nodes where the lock was ours (and is now released or renewed).
+    ours: usize,
+    /// Nodes where it was not ours.
+    not_ours: usize,
+    /// Nodes that failed or did not answer in time.
+    failed: Vec<(usize, LockError)>,
+}
+
+impl RedlockBackend {
+    /// Connects to every node at once. Fails with `InvalidUrl` for a bad URL,
+    /// `InvalidOptions` for no URL, an even number of them or one server
+    /// listed twice, and `Connection` when fewer than a quorum can be reached;
+    /// unreachable nodes of a reachable quorum are connected on first use.
+    pub(crate) async fn connect(urls: Vec<String>, config: RedisConfig) -> Result<Self, LockError> {
+        let n = urls.len();
+        if n == 0 {
+            return Err(LockError::InvalidOptions(
+                "Redlock needs at least one Redis URL (3 or 5 independent masters in practice)"
+                    .into(),
+            ));
+        }
+        let quorum = n / 2 + 1;
+        if n % 2 != 1 {
+            return Err(LockError::InvalidOptions(format!(
+                "Redlock needs an odd number of nodes, got {n}: a quorum of {n} is {quorum}, so it survives {} failures, no more than {} nodes would; add or remove one node",
+                n - quorum,
+                n - 1
+            )));
+        }
+        let clients = urls
+            .iter()
+            .map(|url| open_client(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut servers = HashSet::new();
+        for (url, client) in urls.iter().zip(&clients) {
+            let info = client.get_connection_info();
+            if !servers.insert(format!("{}/{}", info.addr(), info.redis_settings().db())) {
+                return Err(LockError::InvalidOptions(format!(
+                    "Redlock node `{url}` is listed twice: each node must be a different server, or one server counts twice towards the quorum"
+                )));
+            }
+        }
+        let (connected, notifications) = tokio::join!(
+            futures_util::future::join_all(
+                clients
+                    .iter()
+                    .map(|client| open_manager(client, manager_config(config)))
+            ),
+            Notifications::open(&clients, config, WhenUnreachable::ConnectLater),
+        );
+        let mut nodes = Vec::with_capacity(n);
+        let mut unreachable = Vec::new();
+        for ((url, client), connected) in urls.into_iter().zip(clients).zip(connected) {
+            let commands = match connected {
+                Ok(commands) => commands,
+                Err(err) => {
+                    unreachable.push(format!("{url}: {err}"));
+                    ConnectionManager::new_lazy_with_config(client, manager_config(config))?
+                }
+            };
+            nodes.push(Node { url, commands });
+        }
+        if n - unreachable.len() < quorum {
+            return Err(LockError::Connection(format!(
+                "only {} of {n} Redlock nodes reachable, a quorum needs {quorum} ({})",
+                n - unreachable.len(),
+                unreachable.join("; ")
+            )));
+        }
+        if !unreachable.is_empty() {
+            tracing::warn!(unreachable = %unreachable.join("; "), "Redlock starting without some nodes; they are connected when they come back");
+        }
+        Ok(RedlockBackend {
+            nodes,
+            quorum,
+            response_timeout: config.response_timeout,
+            notifications,
+        })
+    }
+
+    /// How long after sending an acquisition or renewal the lease is certainly
+    /// valid: the ttl less the clock drift allowance.
+    pub(crate) fn validity(&self, ttl: Duration) -> Duration {
+        ttl.saturating_sub(drift(ttl))
+    }
+
+    /// One round on all nodes; see the module documentation.
+    pub(crate) async fn try_lock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: Option<MinReplicas>,
+    ) -> Result<Attempt, LockError> {
+        if replicas.is_some() {
+            return Err(LockError::InvalidOptions(
+                "min_replicas is for one master with replicas; Redlock nodes are independent masters, and its quorum keeps a lock through the loss of a node".into(),
+            ));
+        }
+        let ttl = Duration::from_millis(ttl_ms);
+        if ttl < MIN_TTL {
+            return Err(LockError::InvalidOptions(format!(
+                "Redlock needs a ttl of at least {MIN_TTL:?}, got {ttl:?}: the drift allowance and the round trips would leave next to no validity"
+            )));
+        }
+        let timeout = self.node_timeout(ttl);
+        let started = Instant::now();
+        let (n, quorum) = (self.nodes.len(), self.quorum);
+        let mut round = Round::default();
+        self.on_every_node(
+            timeout,
+            |mut node| async move { acquire(&mut node, key, token, ttl_ms).await },
+            |index, reply| {
+                match reply {
+                    Ok(Attempt::Acquired { fence }) => round.granted.push((index, fence)),
+                    Ok(Attempt::Busy { remaining }) => round.busy.push(remaining),
+                    Err(err) => round.failed.push((index, err)),
+                }
+                round.busy.len() > n - quorum
+            },
+        )
+        .await;
+        if round.granted.len() >= quorum {
+            let fence = round
+                .granted
+                .iter()
+                .map(|&(_, fence)| fence)
+                .max()
+                .unwrap_or(0);
+            let granted: Vec<usize> = round.granted.iter().map(|&(index, _)| index).collect();
+            let written = self.write_fence(key, fence, &granted, timeout).await;
+            let elapsed = started.elapsed();
+            if written >= quorum && elapsed < self.validity(ttl) {
+                return Ok(Attempt::Acquired { fence });
+            }
+            tracing::debug!(key = %key.user, written, ?elapsed, "Redlock quorum granted, but too late or the fencing token did not reach a quorum; releasing");
+        }
+        self.release_everywhere(key, token, timeout).await;
+        let answered = round.granted.len() + round.busy.len();
+        if answered < quorum {
+            return Err(self.unreachable(
+                &format!("only {answered} of {n} Redlock nodes answered the acquisition, a quorum needs {quorum}"),
+                round.failed,
+            ));
+        }
+        let longest = round.busy.iter().flatten().max().copied();
+        let remaining = match longest {
+            Some(longest) if round.granted.is_empty() => longest,
+            _ => jitter(),
+        };
+        tracing::debug!(key = %key.user, granted = round.granted.len(), busy = round.busy.len(), failed = round.failed.len(), "Redlock round without quorum");
+        Ok(Attempt::Busy {
+            remaining: Some(remaining),
+        })
+    }
+
+    /// Releases on every node; ours iff a quorum deleted it.
+    pub(crate) async fn unlock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let tally = self
+            .release_everywhere(key, token, self.response_timeout)
+            .await;
+        if tally.ours >= self.quorum {
+            Ok(true)
+        } else if tally.ours + tally.failed.len() >= self.quorum {
+            Err(self.unreachable(
+                &format!(
+                    "release deleted the lock on {} of {} Redlock nodes, a quorum needs {}; it expires after its TTL on the others",
+                    tally.ours,
+                    self.nodes.len(),
+                    self.quorum
+                ),
+                tally.failed,
+            ))
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Renews on every node; held iff a quorum renewed.
+    pub(crate) async fn renew(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<bool, LockError> {
+        let mut tally = Tally::default();
+        self.on_every_node(
+            self.node_timeout(Duration::from_millis(ttl_ms)),
+            |mut node| async move { renew(&mut node, key, token, ttl_ms).await },
+            |index, reply| {
+                tally.record(index, reply);
+                false
+            },
+        )
+        .await;
+        if tally.ours >= self.quorum {
+            Ok(true)
+        } else if tally.not_ours > self.nodes.len() - self.quorum {
+            Ok(false)
+        } else {
+            Err(self.unreachable(
+                &format!(
+                    "renewal reached {} of {} Redlock nodes, a quorum needs {}",
+                    tally.ours,
+                    self.nodes.len(),
+                    self.quorum
+                ),
+                tally.failed,
+            ))
+        }
+    }
+
+    /// Joins the local waiters of `key` and subscribes on a quorum of nodes.
+    pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
+        self.notifications.watch(&key.lock, self.quorum).await
+    }
+
+    /// Longest wait for one node's answer.
+    fn node_timeout(&self, ttl: Duration) -> Duration {
+        (ttl / 10).min(self.response_timeout)
+    }
+
+    /// Raises the fencing counter to `fence` on every node; returns how many of
+    /// the `granted` nodes acknowledged, stopping once a quorum did.
+    async fn write_fence(
+        &self,
+        key: &LockKey,
+        fence: u64,
+        granted: &[usize],
+        timeout: Duration,
+    ) -> usize {
+        let mut acknowledged = 0;
+        self.on_every_node(
+            timeout,
+            |mut node| async move {
+                scripts::FENCE_FLOOR
+                    .key(&key.fence)
+                    .arg(fence)
+                    .invoke_async::<i64>(&mut node)
+                    .await
+            },
+            |index, reply| {
+                if reply.is_ok() && granted.contains(&index) {
+                    acknowledged += 1;
+                }
+                acknowledged >= self.quorum
+            },
+        )
+        .await;
+        acknowledged
+    }
+
+    /// Releases on every node and waits for every answer (or `timeout`).
+    async fn release_everywhere(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        timeout: Duration,
+    ) -> Tally {
+        let mut tally = Tally::default();
+        self.on_every_node(
+            timeout,
+            |mut node| async move { release(&mut node, key, token).await },
+            |index, reply| {
+                tally.record(index, reply);
+                false
+            },
+        )
+        .await;
+        tally
+    }
+
+    /// Sends `op` to every node at once, each answer bounded by `timeout`, and
+    /// hands the answers to `settle` as they arrive, until `settle` returns
+    /// true (decided: nodes that have not answered are abandoned) or every
+    /// node answered.
+    async fn on_every_node<T, F>(
+        &self,
+        timeout: Duration,
+        op: impl Fn(ConnectionManager) -> F,
+        mut settle: impl FnMut(usize, Result<T, LockError>) -> bool,
+    ) where
+        F: Future<Output = Result<T, RedisError>>,
+    {
+        let mut pending: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                let reply = op(node.commands.clone());
+                async move {
+                    let reply = match tokio::time::timeout(timeout, reply).await {
+                        Ok(reply) => reply.map_err(LockError::from),
+                        Err(_) => Err(LockError::Connection(format!(
+                            "no answer within {timeout:?}"
+                        ))),
+                    };
+                    (index, reply)
+                }
+            })
+            .collect();
+        while let Some((index, reply)) = pending.next().await {
+            if settle(index, reply) {
+                return;
+            }
+        }
+    }
+
+    /// The error for an operation that fewer than a quorum of nodes answered:
+    /// `Connection` unless every failure was an error reply of a server.
+    fn unreachable(&self, what: &str, failed: Vec<(usize, LockError)>) -> LockError {
+        let connection = failed
+            .iter()
+            .any(|(_, err)| matches!(err, LockError::Connection(_)));
+        let details: Vec<String> = failed
+            .into_iter()
+            .map(|(index, err)| format!("{}: {err}", self.nodes[index].url))
+            .collect();
+        let message = format!("{what} ({})", details.join("; "));
+        if connection || details.is_empty() {
+            LockError::Connection(message)
+        } else {
+            LockError::Server(message)
+        }
+    }
+}
+
+impl Tally {
+    fn record(&mut self, index: usize, reply: Result<bool, LockError>) {
+        match reply {
+            Ok(true) => self.ours += 1,
+            Ok(false) => self.not_ours += 1,
+            Err(err) => self.failed.push((index, err)),
+        }
+    }
+}
+
+/// Allowance for the nodes' clocks running at different rates during a lease.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + DRIFT_FLOOR
+}
+
+/// A random pause in `JITTER_MS`, so contenders of a split vote do not retry in lockstep.
+fn jitter() -> Duration {
+    let (low, high) = JITTER_MS;
+    let random = getrandom::u64().unwrap_or(0);
+    Duration::from_millis(low + random % (high - low + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(1)), Duration::from_millis(12));
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+    }
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..100 {
+            let pause = jitter();
+            assert!((5..=50).contains(&pause.as_millis()), "{pause:?}");
+        }
+    }
+}
