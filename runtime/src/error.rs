@@ -58,9 +58,6 @@ pub enum LockError {
         /// Replicas required.
         required: u32,
     },
-    /// A lock scope was used outside a Tokio runtime.
-    #[error("no Tokio runtime: distributed-lock needs to run inside a Tokio runtime")]
-    NoRuntime,
 }
 
 impl LockError {

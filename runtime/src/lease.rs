@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::LockKey;
+use crate::watchdog::Watchdog;
 use crate::{LockManager, OwnerToken};
 
 /// Whether the lease is still ours.
@@ -25,7 +26,7 @@ pub(crate) struct Lease {
     pub(crate) token: OwnerToken,
     pub(crate) fence: u64,
     pub(crate) status: watch::Sender<LeaseStatus>,
-    watchdog: Option<tokio::task::AbortHandle>,
+    watchdog: Option<Arc<Watchdog>>,
 }
 
 impl Lease {
@@ -53,15 +54,15 @@ impl Lease {
         }
     }
 
-    /// Attaches the watchdog task so it ends with the lease.
-    pub(crate) fn set_watchdog(&mut self, watchdog: tokio::task::AbortHandle) {
+    /// Attaches the watchdog so it stops with the lease.
+    pub(crate) fn set_watchdog(&mut self, watchdog: Arc<Watchdog>) {
         self.watchdog = Some(watchdog);
     }
 
     /// Stops renewal now. Idempotent.
     pub(crate) fn stop_watchdog(&self) {
         if let Some(watchdog) = &self.watchdog {
-            watchdog.abort();
+            watchdog.stop();
         }
     }
 

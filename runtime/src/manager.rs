@@ -8,7 +8,7 @@ use crate::backend::{
     Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend,
 };
 use crate::lease::Lease;
-use crate::watchdog::Watchdog;
+use crate::watchdog::Watchdogs;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
 
 /// Hands out locks from one backend. Cheap to clone; clones share the
@@ -23,6 +23,7 @@ struct ManagerInner {
     backend: Arc<Backend>,
     namespace: String,
     fence_namespace: String,
+    watchdogs: Arc<Watchdogs>,
 }
 
 /// Settings of a [`LockManager`] before it connects.
@@ -119,6 +120,7 @@ impl LockManagerBuilder {
                 backend: Arc::new(backend),
                 namespace: self.namespace,
                 fence_namespace,
+                watchdogs: Arc::default(),
             }),
         }
     }
@@ -318,7 +320,7 @@ impl LockManager {
             unreachable!("the wait loop only ends on acquisition");
         };
         tracing::debug!(key, fence, waited = ?started.elapsed(), "lock acquired");
-        let lease = self.start_lease(lock_key, token, fence, options, requested_at)?;
+        let lease = self.start_lease(lock_key, token, fence, options, requested_at);
         Ok(Some(LockGuard::owner(lease)))
     }
 
@@ -329,7 +331,7 @@ impl LockManager {
         fence: u64,
         options: &LockOptions,
         requested_at: Instant,
-    ) -> Result<Arc<Lease>, LockError> {
+    ) -> Arc<Lease> {
         let key = Arc::new(key);
         let mut lease = Lease::new(
             self.clone(),
@@ -339,17 +341,16 @@ impl LockManager {
             self.backend().validity(options.ttl),
             requested_at,
         );
-        let watchdog = Watchdog {
-            backend: Arc::clone(self.backend()),
+        let watchdog = self.inner.watchdogs.watch(
+            Arc::clone(self.backend()),
             key,
             token,
-            ttl: options.ttl,
-            renew: options.renew,
-            status: lease.status.clone(),
-        };
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::NoRuntime)?;
-        lease.set_watchdog(runtime.spawn(watchdog.run()).abort_handle());
-        Ok(Arc::new(lease))
+            options.ttl,
+            options.renew,
+            lease.status.clone(),
+        );
+        lease.set_watchdog(watchdog);
+        Arc::new(lease)
     }
 }
 

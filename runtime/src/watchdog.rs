@@ -1,70 +1,260 @@
-//! Keeps a lease alive while its guard lives, and reports the moment it is lost.
+//! Keeps leases alive while their guards live, and reports the moment one is lost.
+//!
+//! One timer task per manager serves all of its leases: taking a lock costs a
+//! map insert, not a task, and a lock released before its first renewal (most
+//! of them) never touches the timer at all. A renewal that is due runs in its
+//! own short task, so a slow server delays no other lease's renewal. The timer
+//! task ends one second after the manager's last lease is gone.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-use tokio::time::{sleep_until, timeout_at};
+use tokio::sync::{watch, Notify};
+use tokio::task::AbortHandle;
+use tokio::time::timeout_at;
 
 use crate::backend::{Backend, LockKey};
 use crate::lease::LeaseStatus;
 use crate::OwnerToken;
 
-/// What the watchdog needs; it holds no reference to the guard, so it never keeps a lock alive on its own.
-pub(crate) struct Watchdog {
-    pub(crate) backend: Arc<Backend>,
-    pub(crate) key: Arc<LockKey>,
-    pub(crate) token: OwnerToken,
-    pub(crate) ttl: Duration,
-    pub(crate) renew: bool,
-    pub(crate) status: watch::Sender<LeaseStatus>,
-}
-
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
 const MIN_PERIOD: Duration = Duration::from_millis(5);
 
-impl Watchdog {
-    /// Runs until the lease is lost (then reports it) or the task is aborted by
-    /// the guard. Renews every `ttl / 3`; a renewal that cannot complete before
-    /// the lease would run out counts as a loss.
-    pub(crate) async fn run(self) {
-        let period = (self.ttl / 3).max(MIN_PERIOD);
-        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut valid_until = match *self.status.borrow() {
-            LeaseStatus::Held { valid_until } => valid_until,
-            LeaseStatus::Lost => return,
+/// How long the timer task lingers with nothing to do before it ends.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// The renewal timer of one manager.
+#[derive(Default)]
+pub(crate) struct Watchdogs {
+    schedule: Mutex<Schedule>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Schedule {
+    due: BTreeMap<(Instant, u64), Arc<Watchdog>>,
+    next_id: u64,
+    timer_running: bool,
+    timer_wakes_at: Option<Instant>,
+}
+
+/// The watchdog of one lease. Holds no reference to the guard, so it never
+/// keeps a lock alive on its own.
+pub(crate) struct Watchdog {
+    backend: Arc<Backend>,
+    key: Arc<LockKey>,
+    token: OwnerToken,
+    ttl: Duration,
+    renew: bool,
+    status: watch::Sender<LeaseStatus>,
+    timer: Weak<Watchdogs>,
+    state: Mutex<WatchState>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    slot: Option<(Instant, u64)>,
+    in_flight: Option<AbortHandle>,
+    stopped: bool,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Watchdogs {
+    /// Starts watching a new lease: renewal every `ttl / 3` when `renew`,
+    /// otherwise a loss report when its fixed validity ends.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        backend: Arc<Backend>,
+        key: Arc<LockKey>,
+        token: OwnerToken,
+        ttl: Duration,
+        renew: bool,
+        status: watch::Sender<LeaseStatus>,
+    ) -> Arc<Watchdog> {
+        let watchdog = Arc::new(Watchdog {
+            backend,
+            key,
+            token,
+            ttl,
+            renew,
+            status,
+            timer: Arc::downgrade(self),
+            state: Mutex::new(WatchState::default()),
+        });
+        let first = match watchdog.valid_until() {
+            Some(_) if renew => Instant::now() + watchdog.period(),
+            Some(valid_until) => valid_until,
+            None => return watchdog,
         };
-        let mut next = Instant::now() + period;
-        loop {
-            if !self.renew {
-                sleep_until(valid_until.into()).await;
-                tracing::warn!(key = %self.key.user, "fixed lease expired while its guard was still alive");
-                break;
+        self.schedule(&watchdog, first);
+        watchdog
+    }
+
+    fn schedule(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
+        let (slot, wake, start_timer) = {
+            let mut schedule = locked(&self.schedule);
+            schedule.next_id += 1;
+            let slot = (at, schedule.next_id);
+            schedule.due.insert(slot, Arc::clone(watchdog));
+            let start_timer = !schedule.timer_running;
+            schedule.timer_running = true;
+            let wake = !start_timer && schedule.timer_wakes_at.is_none_or(|wakes| at < wakes);
+            (slot, wake, start_timer)
+        };
+        let stopped = {
+            let mut state = locked(&watchdog.state);
+            state.slot = Some(slot);
+            state.stopped
+        };
+        if stopped {
+            locked(&self.schedule).due.remove(&slot);
+        }
+        if start_timer {
+            self.start_timer();
+        } else if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    fn start_timer(self: &Arc<Self>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(Arc::clone(self).run_timer());
             }
-            sleep_until(next.into()).await;
-            let sent = Instant::now();
-            let renewal = self.backend.renew(&self.key, &self.token, ttl_ms);
-            match timeout_at(valid_until.into(), renewal).await {
-                Ok(Ok(true)) => {
-                    valid_until = sent + self.backend.validity(self.ttl);
-                    self.status.send_replace(LeaseStatus::Held { valid_until });
-                    next = sent + period;
-                    tracing::trace!(key = %self.key.user, "lease renewed");
+            Err(_) => locked(&self.schedule).timer_running = false,
+        }
+    }
+
+    /// Fires due watchdogs until nothing is left to watch for [`IDLE`].
+    async fn run_timer(self: Arc<Self>) {
+        let _running = TimerRunning(Arc::clone(&self));
+        let mut idle_since = None;
+        loop {
+            let now = Instant::now();
+            let (fired, wakes_at) = {
+                let mut schedule = locked(&self.schedule);
+                let later = schedule.due.split_off(&(now, u64::MAX));
+                let fired = std::mem::replace(&mut schedule.due, later);
+                let next = schedule.due.keys().next().map(|slot| slot.0);
+                if next.is_none() && fired.is_empty() {
+                    let since = *idle_since.get_or_insert(now);
+                    if now >= since + IDLE {
+                        schedule.timer_running = false;
+                        return;
+                    }
+                } else {
+                    idle_since = None;
                 }
-                Ok(Ok(false)) => {
-                    tracing::warn!(key = %self.key.user, "lease lost: the lock expired or was taken over by another owner");
-                    break;
-                }
-                Ok(Err(err)) => {
-                    tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease runs out");
-                    next = Instant::now() + (period / 4).max(MIN_PERIOD);
-                }
-                Err(_) => {
-                    tracing::warn!(key = %self.key.user, "lease lost: could not renew before it ran out");
-                    break;
-                }
+                let wakes_at = next.unwrap_or(now + IDLE);
+                schedule.timer_wakes_at = Some(wakes_at);
+                (fired, wakes_at)
+            };
+            for watchdog in fired.into_values() {
+                watchdog.fire();
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(wakes_at.into()) => {}
+                () = self.wake.notified() => {}
             }
         }
-        self.status.send_replace(LeaseStatus::Lost);
+    }
+}
+
+/// Marks the timer as gone when its task ends, also when its runtime shuts
+/// down, so the next lease starts a new one.
+struct TimerRunning(Arc<Watchdogs>);
+
+impl Drop for TimerRunning {
+    fn drop(&mut self) {
+        let mut schedule = locked(&self.0.schedule);
+        schedule.timer_running = false;
+        schedule.timer_wakes_at = None;
+    }
+}
+
+impl Watchdog {
+    fn period(&self) -> Duration {
+        (self.ttl / 3).max(MIN_PERIOD)
+    }
+
+    fn valid_until(&self) -> Option<Instant> {
+        match *self.status.borrow() {
+            LeaseStatus::Held { valid_until } => Some(valid_until),
+            LeaseStatus::Lost => None,
+        }
+    }
+
+    /// Stops watching: no renewal is sent after this returns. Idempotent.
+    pub(crate) fn stop(&self) {
+        let slot = {
+            let mut state = locked(&self.state);
+            state.stopped = true;
+            if let Some(in_flight) = state.in_flight.take() {
+                in_flight.abort();
+            }
+            state.slot.take()
+        };
+        if let (Some(slot), Some(timer)) = (slot, self.timer.upgrade()) {
+            locked(&timer.schedule).due.remove(&slot);
+        }
+    }
+
+    fn fire(self: Arc<Self>) {
+        if !self.renew {
+            if !locked(&self.state).stopped {
+                tracing::warn!(key = %self.key.user, "fixed lease expired while its guard was still alive");
+                self.status.send_replace(LeaseStatus::Lost);
+            }
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut state = locked(&self.state);
+        if state.stopped {
+            return;
+        }
+        state.slot = None;
+        state.in_flight = Some(runtime.spawn(Arc::clone(&self).renew_once()).abort_handle());
+    }
+
+    /// One renewal, bounded by the current validity; schedules the next one
+    /// or reports the loss.
+    async fn renew_once(self: Arc<Self>) {
+        let Some(valid_until) = self.valid_until() else {
+            return;
+        };
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let sent = Instant::now();
+        let renewal = self.backend.renew(&self.key, &self.token, ttl_ms);
+        let next = match timeout_at(valid_until.into(), renewal).await {
+            Ok(Ok(true)) => {
+                let valid_until = sent + self.backend.validity(self.ttl);
+                self.status.send_replace(LeaseStatus::Held { valid_until });
+                tracing::trace!(key = %self.key.user, "lease renewed");
+                sent + self.period()
+            }
+            Ok(Ok(false)) => {
+                tracing::warn!(key = %self.key.user, "lease lost: the lock expired or was taken over by another owner");
+                self.status.send_replace(LeaseStatus::Lost);
+                return;
+            }
+            Ok(Err(err)) => {
+                tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease runs out");
+                Instant::now() + (self.period() / 4).max(MIN_PERIOD)
+            }
+            Err(_) => {
+                tracing::warn!(key = %self.key.user, "lease lost: could not renew before it ran out");
+                self.status.send_replace(LeaseStatus::Lost);
+                return;
+            }
+        };
+        if let Some(timer) = self.timer.upgrade() {
+            timer.schedule(&self, next);
+        }
     }
 }
