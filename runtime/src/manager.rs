@@ -11,6 +11,11 @@ use crate::lease::Lease;
 use crate::watchdog::Watchdogs;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
 
+/// How long a newcomer queued behind local waiters waits for a release
+/// message before it tries anyway (the holder may be in another process and
+/// the message may have been missed).
+const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
+
 /// Hands out locks from one backend. Cheap to clone; clones share the
 /// backend's multiplexed, auto-reconnecting connections (one per server) and
 /// its notification channels.
@@ -279,10 +284,17 @@ impl LockManager {
         let token = OwnerToken::generate();
         let started = Instant::now();
         let backend = self.backend();
+        // Newcomers queue behind this process's waiters instead of racing them:
+        // a task that just released would otherwise win its own lock back
+        // before the waiter woken by that release reaches the server.
+        let queue_behind = !wait.is_zero() && backend.local_waiters(&lock_key) > 0;
         let mut requested_at = Instant::now();
-        let mut attempt = backend
-            .try_lock(&lock_key, &token, ttl_ms, replicas)
-            .await?;
+        let mut attempt = Attempt::Busy { remaining: None };
+        if !queue_behind {
+            attempt = backend
+                .try_lock(&lock_key, &token, ttl_ms, replicas)
+                .await?;
+        }
         if let Attempt::Busy { remaining } = attempt {
             if wait.is_zero() {
                 tracing::debug!(key, "lock busy");
@@ -291,8 +303,16 @@ impl LockManager {
             // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
             let deadline = started.checked_add(wait);
             let ticket = backend.watch(&lock_key).await;
-            tracing::debug!(key, holder_remaining = ?remaining, "waiting for lock");
+            tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
+            let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
             loop {
+                if let Some(retry_at) = retry_at {
+                    let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
+                    tokio::select! {
+                        () = ticket.woken() => {}
+                        () = tokio::time::sleep_until(retry_at.into()) => {}
+                    }
+                }
                 requested_at = Instant::now();
                 attempt = backend
                     .try_lock(&lock_key, &token, ttl_ms, replicas)
@@ -305,15 +325,10 @@ impl LockManager {
                     tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
                     return Ok(None);
                 }
-                let retry_at = match remaining {
+                retry_at = Some(match remaining {
                     Some(remaining) => now + remaining + Duration::from_millis(1),
                     None => now + Duration::from_millis(10),
-                };
-                let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
-                tokio::select! {
-                    () = ticket.woken() => {}
-                    () = tokio::time::sleep_until(retry_at.into()) => {}
-                }
+                });
             }
         }
         let Attempt::Acquired { fence } = attempt else {

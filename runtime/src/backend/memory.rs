@@ -89,6 +89,10 @@ impl MemoryBackend {
         }
     }
 
+    pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
+        self.queues.waiters(&key.lock)
+    }
+
     pub(crate) fn watch(&self, key: &LockKey) -> WaitTicket {
         self.queues.join(&key.lock)
     }

@@ -98,6 +98,15 @@ impl Backend {
         }
     }
 
+    /// How many waiters of this process are queued for `key` now.
+    pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
+        match self {
+            Backend::Redis(redis) => redis.local_waiters(key),
+            Backend::Memory(memory) => memory.local_waiters(key),
+            Backend::Redlock(redlock) => redlock.local_waiters(key),
+        }
+    }
+
     /// Registers interest in releases of `key`; once this returns, a release wakes the ticket.
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         match self {

@@ -79,6 +79,11 @@ impl Notifications {
         Notifications { queues, listeners }
     }
 
+    /// How many waiters of this process are queued for `lock_key` now.
+    pub(crate) fn local_waiters(&self, lock_key: &str) -> usize {
+        self.queues.waiters(lock_key)
+    }
+
     /// Joins the waiters of `lock_key` and subscribes to its release channel.
     ///
     /// Returns once `needed` servers confirmed the subscription (or every server

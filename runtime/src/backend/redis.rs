@@ -194,6 +194,10 @@ impl RedisBackend {
         Ok(renew(&mut self.commands.clone(), key, token, ttl_ms).await?)
     }
 
+    pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
+        self.notifications.local_waiters(&key.lock)
+    }
+
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(&key.lock, 1).await
     }

@@ -343,6 +343,10 @@ impl RedlockBackend {
         }
     }
 
+    pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
+        self.notifications.local_waiters(&key.lock)
+    }
+
     /// Joins the local waiters of `key` and subscribes on a quorum of nodes.
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(&key.lock, self.quorum).await
