@@ -19,6 +19,28 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Transactions inside the lock
+//!
+//! With the `sqlx` feature (SQLite built in; add `postgres` for PostgreSQL),
+//! `#[transactional(pool = ...)]` runs the body with a database transaction
+//! that commits on `Ok` and rolls back on `Err`, panic or cancellation. Stacked
+//! with `#[distributed_lock]` in either order, the lock is taken before the
+//! transaction begins and released only after it commits, so the next holder
+//! always reads the committed data.
 
 pub use distributed_lock_macros::distributed_lock;
+#[cfg(feature = "sqlx")]
+pub use distributed_lock_macros::transactional;
 pub use distributed_lock_runtime::*;
+
+#[cfg(feature = "sqlx")]
+mod sqlx;
+
+/// What the attributes' expansions call. Not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(feature = "sqlx")]
+    pub use crate::sqlx::{begin_transaction, finish_transaction};
+    pub use distributed_lock_runtime::__private::*;
+}

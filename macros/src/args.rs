@@ -11,8 +11,8 @@ use crate::duration::{self, DurationError};
 use crate::errors::Errors;
 
 /// Every option, for the "unknown option" message.
-const VALID_OPTIONS: &str =
-    "`key`, `ttl`, `wait`, `renew`, `reentrant`, `on_lost`, `client`, `crate`";
+const VALID_OPTIONS: &str = "`key`, `ttl`, `wait`, `renew`, `reentrant`, `on_lost`, `client`, \
+     `allow_open_transaction`, `crate`";
 
 /// Default lease: 30 s.
 const DEFAULT_TTL_MS: u64 = 30_000;
@@ -31,6 +31,8 @@ pub(crate) struct Options {
     pub(crate) client: Option<Expr>,
     /// Path of the `distributed_lock` crate; `None` means `::distributed_lock`.
     pub(crate) crate_path: Option<Path>,
+    /// Accept parameters that look like a caller's open transaction.
+    pub(crate) allow_open_transaction: bool,
 }
 
 /// What the body does when the lease is lost.
@@ -41,9 +43,9 @@ pub(crate) enum OnLost {
 }
 
 /// One `name = value` as written.
-struct Arg {
-    name: Ident,
-    value: Expr,
+pub(crate) struct Arg {
+    pub(crate) name: Ident,
+    pub(crate) value: Expr,
 }
 
 impl Parse for Arg {
@@ -75,6 +77,7 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
     let mut on_lost = OnLost::Cancel;
     let mut client = None;
     let mut crate_path = None;
+    let mut allow_open_transaction = false;
     for Arg { name, value } in args {
         let name_text = name.to_string();
         if seen.contains(&name_text) {
@@ -95,6 +98,11 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
             }
             "on_lost" => on_lost = errors.check(parse_on_lost(&value)).unwrap_or(on_lost),
             "client" => client = Some(value),
+            "allow_open_transaction" => {
+                allow_open_transaction = errors
+                    .check(boolean(&value, "allow_open_transaction"))
+                    .unwrap_or(allow_open_transaction);
+            }
             "crate" => crate_path = errors.check(path(value)),
             other => {
                 let message = format!("unknown option `{other}`; valid options: {VALID_OPTIONS}");
@@ -118,11 +126,12 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
         on_lost,
         client,
         crate_path,
+        allow_open_transaction,
     })
 }
 
 /// A string literal value.
-fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
+pub(crate) fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
@@ -184,7 +193,7 @@ fn parse_on_lost(value: &Expr) -> syn::Result<OnLost> {
 }
 
 /// A plain path such as `my_crate::distributed_lock`.
-fn path(value: Expr) -> syn::Result<Path> {
+pub(crate) fn path(value: Expr) -> syn::Result<Path> {
     match value {
         Expr::Path(ExprPath {
             attrs, qself, path, ..

@@ -8,7 +8,7 @@ use syn::{AttrStyle, ItemFn, Type, TypeInfer};
 
 use crate::args::{self, OnLost, Options};
 use crate::errors::Errors;
-use crate::{key, signature};
+use crate::{key, open_transaction, signature, transactional};
 
 /// Expands `#[distributed_lock(args)] item`. On any mistake the function is
 /// emitted unchanged next to the errors, so that the rest of the crate still
@@ -24,9 +24,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_error(item, error);
         }
     };
+    if let Some(reordered) = transactional::move_above_lock(&args, &function) {
+        return reordered;
+    }
     let mut errors = Errors::default();
     let options = args::parse(args, &mut errors);
     let return_type = signature::check(&function.sig, &mut errors);
+    if options
+        .as_ref()
+        .is_some_and(|options| !options.allow_open_transaction)
+    {
+        open_transaction::check(&function.sig, &mut errors);
+    }
     let key = options
         .as_ref()
         .and_then(|options| key::format_call(&options.key, &function.sig, &mut errors));
@@ -148,7 +157,7 @@ fn crate_path(options: &Options, span: Span) -> TokenStream {
 
 /// `ty` with each `impl Trait` replaced by `_`, so that it can annotate a
 /// `let` (the compiler infers the opaque type from the body).
-fn inferable(ty: &Type) -> Type {
+pub(crate) fn inferable(ty: &Type) -> Type {
     struct ImplToInfer;
     impl VisitMut for ImplToInfer {
         fn visit_type_mut(&mut self, ty: &mut Type) {

@@ -9,8 +9,10 @@ mod duration;
 mod errors;
 mod expand;
 mod key;
+mod open_transaction;
 mod signature;
 mod template;
+mod transactional;
 
 use proc_macro::TokenStream;
 
@@ -50,8 +52,59 @@ use proc_macro::TokenStream;
 /// - `client = expr`: the manager to use, any `Borrow<LockManager>` such as
 ///   `self.locks`; by default the one installed with
 ///   `distributed_lock::install`.
+/// - `allow_open_transaction = true|false`: accept parameters that look like
+///   a transaction the caller opened (default `false`, see below).
 /// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
+///
+/// A parameter whose type names `Transaction`, or is a `&mut` to a type whose
+/// name ends with `Connection` (`&mut PgConnection`), is a compile error: the
+/// caller would commit after this function returned and released the lock.
+/// Open the transaction inside the lock with `#[transactional]` instead.
+/// Stacked with `#[transactional]` in either order, the lock is taken before
+/// the transaction begins and released after it commits.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(args.into(), item.into()).into()
+}
+
+/// Runs an `async fn`'s body with a database transaction (sqlx): commits when
+/// the body returns `Ok`, rolls back when it returns `Err`, panics or is
+/// cancelled.
+///
+/// ```ignore
+/// use distributed_lock::{distributed_lock, transactional};
+///
+/// #[transactional(pool = self.db)]
+/// #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+/// async fn buy(&self, sku: &str) -> Result<i64, ShopError> {
+///     let stock: i64 = sqlx::query_scalar("SELECT units FROM stock WHERE sku = ?")
+///         .bind(sku)
+///         .fetch_one(&mut **tx)
+///         .await?;
+///     // ...
+/// }
+/// ```
+///
+/// The body sees the transaction as `tx: &mut sqlx::Transaction<'static, DB>`
+/// and runs its queries on `&mut **tx`; it cannot commit or roll back itself.
+/// The function must be `async` and return `Result<T, E>` with
+/// `E: From<sqlx::Error>`; failing to begin or to commit is reported through
+/// `E`. `return` and `?` leave only the body, so commit or rollback always
+/// follows.
+///
+/// With `#[distributed_lock]` on the same function, in either order, the lock
+/// is taken before the transaction begins and released after it commits.
+///
+/// Options, all `name = value`:
+///
+/// - `pool = expr` (required): any `Borrow<sqlx::Pool<DB>>`, such as
+///   `self.db` or a `&PgPool` parameter.
+/// - `tx = name`: the name the body sees the transaction under (default `tx`).
+/// - `begin = "..."`: the statement that opens the transaction instead of the
+///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
+///   read then write.
+/// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
+#[proc_macro_attribute]
+pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {
+    transactional::expand(args.into(), item.into()).into()
 }

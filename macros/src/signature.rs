@@ -34,7 +34,7 @@ pub(crate) fn check(sig: &Signature, errors: &mut Errors) -> Option<Type> {
 /// A path whose last segment is `Result` or ends with it (`io::Result<T>`,
 /// `AppResult<T>`). Whether it really is a `Result` with `E: From<LockError>`
 /// is left to the compiler, through the runtime's trait bound.
-fn is_result_like(ty: &Type) -> bool {
+pub(crate) fn is_result_like(ty: &Type) -> bool {
     match ty {
         Type::Path(TypePath {
             qself: None, path, ..

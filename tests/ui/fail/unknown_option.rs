@@ -6,9 +6,4 @@ async fn typo() -> Result<(), LockError> {
     Ok(())
 }
 
-#[distributed_lock(key = "job", allow_open_transaction = true)]
-async fn not_yet() -> Result<(), LockError> {
-    Ok(())
-}
-
 fn main() {}

@@ -1,0 +1,447 @@
+//! Flash sale as an HTTP service: `POST /buy/{sku}` buys one unit in a SQLite
+//! transaction opened inside a Redis lock on the SKU, so the next buyer
+//! always reads the committed stock. `GET /stock/{sku}` shows what is left.
+//!
+//! Runs with no set-up: an embedded SQLite file in a temporary directory, and
+//! its own temporary redis-server unless `REDIS_URL` is set. Listens on
+//! 127.0.0.1, port `PORT` or an ephemeral one, and prints a curl line.
+//!
+//! ```text
+//! cargo run --example flash_sale_service --features sqlx
+//! curl -X POST http://127.0.0.1:PORT/buy/sku-1
+//! cargo run --example flash_sale_service --features sqlx -- --self-test
+//! ```
+//!
+//! Options: `--self-test` (fire `--buyers N` concurrent POSTs at itself over
+//! loopback, print sold/stock/oversold and exit; default 500 buyers),
+//! `--stock N` (units per SKU, default 100).
+
+use std::fmt;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use distributed_lock::{distributed_lock, fencing_token, transactional, LockError, LockManager};
+use distributed_lock_testkit::RedisServer;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+/// The SKUs on sale.
+const SKUS: [&str; 2] = ["sku-1", "sku-2"];
+/// Requests in flight at once during the self-test.
+const MAX_IN_FLIGHT: usize = 100;
+
+/// What can go wrong while buying.
+#[derive(Debug, thiserror::Error)]
+enum ShopError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("fencing token {0} is older than the stock row's: a newer holder wrote first")]
+    StaleFence(u64),
+}
+
+/// The outcome of one purchase.
+enum Purchase {
+    Sold {
+        order: i64,
+        remaining: i64,
+        fencing_token: u64,
+    },
+    SoldOut,
+    UnknownSku,
+}
+
+/// One service instance: a lock manager and a database pool.
+struct Shop {
+    locks: LockManager,
+    db: SqlitePool,
+}
+
+impl Shop {
+    /// Buys one unit of `sku`: read the stock, check it, write it back, record
+    /// the order. The lock on the SKU is taken first, then the transaction
+    /// begins; it commits before the lock is released. `BEGIN IMMEDIATE`
+    /// takes SQLite's write lock up front: buyers of *other* SKUs hold other
+    /// Redis locks and may write at the same time.
+    #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
+    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", client = self.locks)]
+    async fn buy(&self, sku: &str) -> Result<Purchase, ShopError> {
+        let token = fencing_token().expect("a locked body runs in a lock scope");
+        let fence = i64::try_from(token).expect("fencing tokens fit in i64");
+        let units: Option<i64> = sqlx::query_scalar("SELECT units FROM stock WHERE sku = ?")
+            .bind(sku)
+            .fetch_optional(&mut **tx)
+            .await?;
+        let Some(units) = units else {
+            return Ok(Purchase::UnknownSku);
+        };
+        if units <= 0 {
+            return Ok(Purchase::SoldOut);
+        }
+        // The write is guarded by the fencing token: a holder whose lease ran
+        // out cannot overwrite what a newer holder wrote.
+        let updated = sqlx::query(
+            "UPDATE stock SET units = ?1, sold = sold + 1, fence = ?2 WHERE sku = ?3 AND fence < ?2",
+        )
+        .bind(units - 1)
+        .bind(fence)
+        .bind(sku)
+        .execute(&mut **tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(ShopError::StaleFence(token));
+        }
+        let order = sqlx::query("INSERT INTO orders (sku, fencing_token) VALUES (?, ?)")
+            .bind(sku)
+            .bind(fence)
+            .execute(&mut **tx)
+            .await?
+            .last_insert_rowid();
+        Ok(Purchase::Sold {
+            order,
+            remaining: units - 1,
+            fencing_token: token,
+        })
+    }
+
+    /// Units left and sold of `sku`.
+    async fn stock(&self, sku: &str) -> Result<Option<(i64, i64)>, sqlx::Error> {
+        sqlx::query_as("SELECT units, sold FROM stock WHERE sku = ?")
+            .bind(sku)
+            .fetch_optional(&self.db)
+            .await
+    }
+}
+
+/// `POST /buy/{sku}`: 200 with the order, 409 when sold out, 404 for an
+/// unknown SKU, 503 when the lock stayed busy, 500 otherwise.
+async fn buy(State(shop): State<Arc<Shop>>, Path(sku): Path<String>) -> (StatusCode, String) {
+    match shop.buy(&sku).await {
+        Ok(Purchase::Sold {
+            order,
+            remaining,
+            fencing_token,
+        }) => (
+            StatusCode::OK,
+            format!("order {order}: 1 x {sku} (fencing token {fencing_token}), {remaining} left\n"),
+        ),
+        Ok(Purchase::SoldOut) => (StatusCode::CONFLICT, format!("{sku} is sold out\n")),
+        Ok(Purchase::UnknownSku) => (StatusCode::NOT_FOUND, format!("no such SKU: {sku}\n")),
+        Err(ShopError::Lock(error @ LockError::Timeout { .. })) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n"))
+        }
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+    }
+}
+
+/// `GET /stock/{sku}`: units left and sold.
+async fn stock(State(shop): State<Arc<Shop>>, Path(sku): Path<String>) -> (StatusCode, String) {
+    match shop.stock(&sku).await {
+        Ok(Some((units, sold))) => (
+            StatusCode::OK,
+            format!("{sku}: {units} left, {sold} sold\n"),
+        ),
+        Ok(None) => (StatusCode::NOT_FOUND, format!("no such SKU: {sku}\n")),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+    }
+}
+
+fn router(shop: Arc<Shop>) -> Router {
+    Router::new()
+        .route("/buy/{sku}", post(buy))
+        .route("/stock/{sku}", get(stock))
+        .with_state(shop)
+}
+
+/// A fresh directory under the system temp dir, deleted on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<Self> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let name = format!("flash-sale-service-{}-{nanos}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path)?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Everything the service runs on; dropping it stops the redis-server it
+/// started and deletes the database.
+struct Environment {
+    shop: Arc<Shop>,
+    _redis: Option<RedisServer>,
+    _dir: TempDir,
+}
+
+/// Opens the database in a temporary directory, seeds `stock` units of each
+/// SKU, and connects to `REDIS_URL` or to a redis-server of its own.
+async fn environment(stock: i64) -> Result<Environment, Box<dyn std::error::Error>> {
+    let (redis, url) = match std::env::var("REDIS_URL") {
+        Ok(url) => (None, url),
+        Err(_) => {
+            let server = RedisServer::start();
+            let url = server.url();
+            (Some(server), url)
+        }
+    };
+    let dir = TempDir::new()?;
+    // WAL lets readers run beside the writer; the busy timeout makes a
+    // connection wait for another's write lock instead of failing.
+    let options = SqliteConnectOptions::new()
+        .filename(dir.0.join("shop.sqlite"))
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10));
+    let db = SqlitePoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE stock (sku TEXT PRIMARY KEY, units INTEGER NOT NULL, \
+         sold INTEGER NOT NULL, fence INTEGER NOT NULL)",
+    )
+    .execute(&db)
+    .await?;
+    sqlx::query(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, sku TEXT NOT NULL, \
+         fencing_token INTEGER NOT NULL)",
+    )
+    .execute(&db)
+    .await?;
+    for sku in SKUS {
+        sqlx::query("INSERT INTO stock (sku, units, sold, fence) VALUES (?, ?, 0, 0)")
+            .bind(sku)
+            .bind(stock)
+            .execute(&db)
+            .await?;
+    }
+    let locks = LockManager::connect(&url).await?;
+    Ok(Environment {
+        shop: Arc::new(Shop { locks, db }),
+        _redis: redis,
+        _dir: dir,
+    })
+}
+
+/// Sends `POST path` on a fresh connection and returns the status code.
+async fn post_request(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    // "HTTP/1.1 200 OK\r\n..."
+    String::from_utf8_lossy(&response)
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other("malformed HTTP response"))
+}
+
+/// What the self-test saw.
+#[derive(Debug)]
+struct Report {
+    buyers: usize,
+    initial: i64,
+    /// 200 responses.
+    sold: i64,
+    /// 409 responses.
+    sold_out: i64,
+    /// Any other response, or a failed request.
+    failed: i64,
+    /// Units left in the database.
+    stock: i64,
+    /// Order rows in the database.
+    orders: i64,
+    /// Whether the orders' fencing tokens strictly increase in commit order.
+    tokens_increase: bool,
+    elapsed: Duration,
+}
+
+impl Report {
+    /// Units sold beyond the initial stock.
+    fn oversold(&self) -> i64 {
+        (self.orders - self.initial).max(0)
+    }
+
+    fn is_consistent(&self) -> bool {
+        let expected = self.initial.min(self.buyers as i64);
+        self.failed == 0
+            && self.sold == expected
+            && self.orders == expected
+            && self.stock + self.orders == self.initial
+            && self.tokens_increase
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} buyers in {:.2?}: sold={} stock={} oversold={} (sold out: {}, failed: {}, \
+             fencing tokens increasing: {})",
+            self.buyers,
+            self.elapsed,
+            self.sold,
+            self.stock,
+            self.oversold(),
+            self.sold_out,
+            self.failed,
+            self.tokens_increase,
+        )
+    }
+}
+
+/// Serves on an ephemeral loopback port, fires `buyers` POSTs at
+/// `/buy/sku-1` (at most [`MAX_IN_FLIGHT`] at once), and reports.
+async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::error::Error>> {
+    let env = environment(stock).await?;
+    let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(axum::serve(listener, router(Arc::clone(&env.shop))).into_future());
+    let started = Instant::now();
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let requests: Vec<_> = (0..buyers)
+        .map(|_| {
+            let in_flight = Arc::clone(&in_flight);
+            tokio::spawn(async move {
+                let _permit = in_flight.acquire_owned().await;
+                post_request(addr, "/buy/sku-1").await
+            })
+        })
+        .collect();
+    let (mut sold, mut sold_out, mut failed) = (0, 0, 0);
+    for request in requests {
+        match request.await? {
+            Ok(200) => sold += 1,
+            Ok(409) => sold_out += 1,
+            _ => failed += 1,
+        }
+    }
+    let elapsed = started.elapsed();
+    server.abort();
+    let (units, _) = env.shop.stock("sku-1").await?.ok_or("sku-1 is missing")?;
+    let tokens: Vec<i64> =
+        sqlx::query_scalar("SELECT fencing_token FROM orders WHERE sku = 'sku-1' ORDER BY id")
+            .fetch_all(&env.shop.db)
+            .await?;
+    Ok(Report {
+        buyers,
+        initial: stock,
+        sold,
+        sold_out,
+        failed,
+        stock: units,
+        orders: tokens.len() as i64,
+        tokens_increase: tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        elapsed,
+    })
+}
+
+/// Serves until Ctrl-C.
+async fn serve(stock: i64) -> Result<(), Box<dyn std::error::Error>> {
+    let env = environment(stock).await?;
+    let port: u16 = match std::env::var("PORT") {
+        Ok(port) => port
+            .parse()
+            .map_err(|_| format!("PORT={port} is not a port"))?,
+        Err(_) => 0,
+    };
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    println!("flash sale: {} units each of {SKUS:?}", stock);
+    println!("listening on http://{addr}");
+    println!("try: curl -X POST http://{addr}/buy/sku-1");
+    println!("     curl http://{addr}/stock/sku-1");
+    println!("stop with Ctrl-C");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    axum::serve(listener, router(Arc::clone(&env.shop)))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+struct Settings {
+    self_test: bool,
+    buyers: usize,
+    stock: i64,
+}
+
+fn parse_settings() -> Result<Settings, String> {
+    let mut settings = Settings {
+        self_test: false,
+        buyers: 500,
+        stock: 100,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |name: &str| -> Result<usize, String> {
+            args.next()
+                .and_then(|value| value.parse().ok())
+                .ok_or_else(|| format!("{name} needs a whole number"))
+        };
+        match arg.as_str() {
+            "--self-test" => settings.self_test = true,
+            "--buyers" => settings.buyers = number("--buyers")?,
+            "--stock" => settings.stock = number("--stock")? as i64,
+            other => {
+                return Err(format!(
+                    "unknown argument {other}; options: --self-test, --buyers N, --stock N"
+                ))
+            }
+        }
+    }
+    Ok(settings)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = parse_settings()?;
+    if !settings.self_test {
+        return serve(settings.stock).await;
+    }
+    let report = self_test(settings.buyers, settings.stock).await?;
+    println!("{report}");
+    if !report.is_consistent() {
+        return Err("inconsistent result".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--self-test --buyers 200 --stock 50`, run by `cargo test --all-features`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn self_test_sells_exactly_the_stock() {
+        let report = self_test(200, 50).await.expect("self-test");
+        assert!(report.is_consistent(), "{report}");
+        assert_eq!((report.sold, report.sold_out, report.stock), (50, 150, 0));
+    }
+}

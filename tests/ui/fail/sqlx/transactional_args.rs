@@ -1,0 +1,37 @@
+//! Mistakes in `#[transactional(...)]` and in the function it annotates.
+use distributed_lock::transactional;
+use sqlx::SqlitePool;
+
+#[transactional]
+async fn missing_pool() -> Result<(), sqlx::Error> {
+    Ok(())
+}
+
+#[transactional(pool = db, isolation = "serializable", tx = conn, tx = t)]
+async fn unknown_and_duplicate(db: &SqlitePool) -> Result<(), sqlx::Error> {
+    let _ = db;
+    Ok(())
+}
+
+#[transactional(pool = db, tx = self.conn, begin = BEGIN)]
+async fn bad_values(db: &SqlitePool) -> Result<(), sqlx::Error> {
+    let _ = db;
+    Ok(())
+}
+
+#[transactional(pool = db)]
+fn not_async(db: &SqlitePool) -> Result<(), sqlx::Error> {
+    let _ = db;
+    Ok(())
+}
+
+#[transactional(pool = db)]
+async fn not_result(db: &SqlitePool) -> u32 {
+    let _ = db;
+    1
+}
+
+#[transactional(pool = db)]
+struct NotAFunction;
+
+fn main() {}
