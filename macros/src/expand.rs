@@ -3,8 +3,7 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::visit_mut::VisitMut;
-use syn::{AttrStyle, ItemFn, Type, TypeInfer};
+use syn::{AttrStyle, ItemFn, Type};
 
 use crate::args::{self, OnLost, Options};
 use crate::errors::Errors;
@@ -105,23 +104,7 @@ fn rewrite(
     };
 
     let return_span = return_type.span();
-    let return_type = inferable(return_type);
-    // Never runs; it fixes the async block's output to the declared return
-    // type, so `?` converts errors into it and a wrong value in the body is
-    // reported against it.
-    let fake_return_edge = quote_spanned! {return_span=>
-        #[allow(
-            unknown_lints,
-            unreachable_code,
-            clippy::diverging_sub_expression,
-            clippy::empty_loop,
-            clippy::needless_return,
-        )]
-        if false {
-            let #return_var: #return_type = loop {};
-            return #return_var;
-        }
-    };
+    let fake_return_edge = crate::return_edge::fake_return_edge(return_type, &return_var);
     let body = quote! {
         async move {
             #fake_return_edge
@@ -153,26 +136,4 @@ fn crate_path(options: &Options, span: Span) -> TokenStream {
         Some(path) => path.to_token_stream(),
         None => quote_spanned!(span=> ::distributed_lock),
     }
-}
-
-/// `ty` with each `impl Trait` replaced by `_`, so that it can annotate a
-/// `let` (the compiler infers the opaque type from the body).
-pub(crate) fn inferable(ty: &Type) -> Type {
-    struct ImplToInfer;
-    impl VisitMut for ImplToInfer {
-        fn visit_type_mut(&mut self, ty: &mut Type) {
-            if let Type::ImplTrait(impl_trait) = ty {
-                let underscore_token = syn::Token![_](impl_trait.impl_token.span);
-                *ty = Type::Infer(TypeInfer {
-                    attrs: Vec::new(),
-                    underscore_token,
-                });
-            } else {
-                syn::visit_mut::visit_type_mut(self, ty);
-            }
-        }
-    }
-    let mut ty = ty.clone();
-    ImplToInfer.visit_type_mut(&mut ty);
-    ty
 }

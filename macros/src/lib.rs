@@ -10,6 +10,7 @@ mod errors;
 mod expand;
 mod key;
 mod open_transaction;
+mod return_edge;
 mod signature;
 mod template;
 mod transactional;

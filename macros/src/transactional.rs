@@ -11,7 +11,6 @@ use syn::{AttrStyle, Attribute, Expr, ExprPath, Ident, ItemFn, LitStr, Path, Ret
 
 use crate::args::{self, Arg};
 use crate::errors::Errors;
-use crate::expand::inferable;
 use crate::signature::is_result_like;
 
 /// Every option, for the "unknown option" message.
@@ -178,22 +177,7 @@ fn rewrite(function: ItemFn, options: &Options, return_type: &syn::Type) -> Toke
         None => quote!(::core::option::Option::None),
     };
 
-    let inferable_return = inferable(return_type);
-    // Never runs; fixes the inner block's output to the declared return type
-    // (see `expand.rs`).
-    let fake_return_edge = quote_spanned! {return_span=>
-        #[allow(
-            unknown_lints,
-            unreachable_code,
-            clippy::diverging_sub_expression,
-            clippy::empty_loop,
-            clippy::needless_return,
-        )]
-        if false {
-            let #return_var: #inferable_return = loop {};
-            return #return_var;
-        }
-    };
+    let fake_return_edge = crate::return_edge::fake_return_edge(return_type, &return_var);
     // The only call that needs `E: From<sqlx::Error>`, spanned at the return
     // type: an error type without it is reported there, once.
     let finish = quote_spanned! {return_span=>
