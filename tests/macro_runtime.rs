@@ -59,6 +59,11 @@ impl Stock {
         Ok((held_locks(), fencing_token()))
     }
 
+    #[distributed_lock(key = "replicated:{sku}", min_replicas = 1, replica_timeout = "50ms", client = self.locks)]
+    async fn replicated(&self, sku: &str) -> Result<(), ShopError> {
+        Ok(())
+    }
+
     #[distributed_lock(key = "stock:{sku}", wait = "5s", client = self.locks)]
     async fn hold_briefly(
         &self,
@@ -269,4 +274,26 @@ async fn same_arguments_from_two_tasks_never_overlap() {
         call.await.unwrap().unwrap();
     }
     assert!(!overlap.load(Ordering::SeqCst));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_without_replicas_refuses_the_lock_and_releases_it() {
+    let server = RedisServer::start();
+    let stock = shop(&server).await;
+    let result = stock.replicated("sku-r").await;
+    assert!(
+        matches!(
+            result,
+            Err(ShopError::Lock(LockError::NotReplicated {
+                acknowledged: 0,
+                required: 1,
+                ..
+            }))
+        ),
+        "{result:?}"
+    );
+    assert!(
+        is_free(&stock.locks, "replicated:sku-r").await,
+        "the unreplicated lock was released"
+    );
 }

@@ -12,7 +12,10 @@ use crate::errors::Errors;
 
 /// Every option, for the "unknown option" message.
 const VALID_OPTIONS: &str = "`key`, `ttl`, `wait`, `renew`, `reentrant`, `on_lost`, `client`, \
-     `allow_open_transaction`, `crate`";
+     `min_replicas`, `replica_timeout`, `allow_open_transaction`, `crate`";
+
+/// Longest default wait for replica acknowledgements: 200 ms, or half the ttl if shorter.
+const DEFAULT_REPLICA_TIMEOUT_MS: u64 = 200;
 
 /// Default lease: 30 s.
 const DEFAULT_TTL_MS: u64 = 30_000;
@@ -33,6 +36,8 @@ pub(crate) struct Options {
     pub(crate) crate_path: Option<Path>,
     /// Accept parameters that look like a caller's open transaction.
     pub(crate) allow_open_transaction: bool,
+    /// Replicas that must acknowledge the acquisition, and how long to wait for them.
+    pub(crate) min_replicas: Option<(u32, u64)>,
 }
 
 /// What the body does when the lease is lost.
@@ -78,6 +83,8 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
     let mut client = None;
     let mut crate_path = None;
     let mut allow_open_transaction = false;
+    let mut min_replicas = None;
+    let mut replica_timeout = None;
     for Arg { name, value } in args {
         let name_text = name.to_string();
         if seen.contains(&name_text) {
@@ -103,6 +110,12 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
                     .check(boolean(&value, "allow_open_transaction"))
                     .unwrap_or(allow_open_transaction);
             }
+            "min_replicas" => min_replicas = errors.check(replica_count(&value)),
+            "replica_timeout" => {
+                replica_timeout = errors
+                    .check(millis(&value, "replica_timeout"))
+                    .map(|ms| (ms, name.span()));
+            }
             "crate" => crate_path = errors.check(path(value)),
             other => {
                 let message = format!("unknown option `{other}`; valid options: {VALID_OPTIONS}");
@@ -117,6 +130,20 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
             "missing `key`: write e.g. `#[distributed_lock(key = \"order:{order.id}\")]`",
         ));
     }
+    let min_replicas = match (min_replicas, replica_timeout) {
+        (Some(replicas), Some((timeout_ms, _))) => Some((replicas, timeout_ms)),
+        (Some(replicas), None) => {
+            Some((replicas, DEFAULT_REPLICA_TIMEOUT_MS.min(ttl_ms / 2).max(1)))
+        }
+        (None, Some((_, span))) => {
+            errors.push(syn::Error::new(
+                span,
+                "`replica_timeout` needs `min_replicas`, e.g. `min_replicas = 1, replica_timeout = \"200ms\"`",
+            ));
+            None
+        }
+        (None, None) => None,
+    };
     Some(Options {
         key: key?,
         ttl_ms,
@@ -127,7 +154,28 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
         client,
         crate_path,
         allow_open_transaction,
+        min_replicas,
     })
+}
+
+/// A whole number of replicas, at least 1.
+fn replica_count(value: &Expr) -> syn::Result<u32> {
+    let invalid = || {
+        syn::Error::new_spanned(
+            value,
+            "`min_replicas` takes a whole number of replicas, at least 1, e.g. `min_replicas = 1`",
+        )
+    };
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(count),
+            ..
+        }) => match count.base10_parse::<u32>() {
+            Ok(count) if count > 0 => Ok(count),
+            _ => Err(invalid()),
+        },
+        _ => Err(invalid()),
+    }
 }
 
 /// A string literal value.

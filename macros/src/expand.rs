@@ -102,6 +102,13 @@ fn rewrite(
             .reentrant(#reentrant)
             .on_lost(#krate::OnLost::#on_lost)
     };
+    let lock_options = match options.min_replicas {
+        Some((replicas, timeout_ms)) => quote! {
+            #lock_options
+                .min_replicas(#replicas, ::core::time::Duration::from_millis(#timeout_ms))
+        },
+        None => lock_options,
+    };
 
     let return_span = return_type.span();
     let fake_return_edge = crate::return_edge::fake_return_edge(return_type, &return_var);

@@ -55,6 +55,11 @@ use proc_macro::TokenStream;
 ///   `distributed_lock::install`.
 /// - `allow_open_transaction = true|false`: accept parameters that look like
 ///   a transaction the caller opened (default `false`, see below).
+/// - `min_replicas = 1`: after acquiring, wait for this many replicas to
+///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
+///   released again and the call fails with `LockError::NotReplicated`.
+/// - `replica_timeout = "200ms"`: how long to wait for them (default 200 ms,
+///   or half the ttl if shorter); needs `min_replicas`.
 /// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
 ///
 /// A parameter whose type names `Transaction`, or is a `&mut` to a type whose
@@ -104,6 +109,11 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `begin = "..."`: the statement that opens the transaction instead of the
 ///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
 ///   read then write.
+/// - `min_replicas = 1`: after acquiring, wait for this many replicas to
+///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
+///   released again and the call fails with `LockError::NotReplicated`.
+/// - `replica_timeout = "200ms"`: how long to wait for them (default 200 ms,
+///   or half the ttl if shorter); needs `min_replicas`.
 /// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
 #[proc_macro_attribute]
 pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -11,7 +11,9 @@ pub struct Order {
     wait = "250ms",
     renew = false,
     reentrant = false,
-    on_lost = "continue"
+    on_lost = "continue",
+    min_replicas = 1,
+    replica_timeout = "100ms"
 )]
 pub async fn pay(order: &Order, user_id: u64) -> Result<String, LockError> {
     if user_id == 0 {
