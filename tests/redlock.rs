@@ -439,6 +439,42 @@ async fn starts_with_a_node_down_and_uses_it_once_it_is_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fencing_tokens_increase_after_every_node_restarts_empty() {
+    let mut nodes = RedisServer::cluster_of(3);
+    let manager = redlock(&nodes).await;
+    let ttl = Duration::from_millis(300);
+    let guard = manager.acquire("restart", options(ttl)).await.unwrap();
+    let before = guard.fencing_token();
+    guard.release().await.unwrap();
+
+    for node in &mut nodes {
+        node.kill();
+    }
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await; // the delayed-restart rule
+    for node in &mut nodes {
+        node.restart_empty();
+    }
+
+    let mut after = None;
+    for _ in 0..50 {
+        match manager.acquire("restart", options(ttl)).await {
+            Ok(guard) => {
+                after = Some(guard.fencing_token());
+                guard.release().await.unwrap();
+                break;
+            }
+            Err(LockError::Connection(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(other) => panic!("unexpected error after the restart: {other}"),
+        }
+    }
+    let after = after.expect("no acquisition within 5 s of the restart");
+    assert!(
+        after > before,
+        "fencing token went back from {before} to {after}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_refuses_what_it_cannot_honour() {
     let nodes = RedisServer::cluster_of(3);
     let invalid = |result: Result<LockManager, LockError>| match result {
