@@ -1,30 +1,41 @@
 //! Lock throughput (issue 7): our public API against a hand-written baseline,
-//! in one process, against one Redis server.
+//! in one process, against one Redis server; then the same on Redlock, and
+//! through the `#[distributed_lock]` attribute.
 //!
 //! ```text
 //! cargo bench --bench lock_throughput            # starts its own redis-server
 //! REDIS_URL=redis://127.0.0.1:6379 cargo bench --bench lock_throughput
 //! ```
 //!
-//! Every workload runs through two clients:
+//! Every workload runs through the subjects of its table, one column each:
 //! - **ours**: `LockManager::acquire` (ttl 10 s, wait 10 s) and `LockGuard::release`;
 //! - **raw**: `SET key token NX PX 10000`, retried every 1 ms while busy, and an
-//!   EVALSHA of a compare-and-delete script, on one `MultiplexedConnection`.
+//!   EVALSHA of a compare-and-delete script, on one `MultiplexedConnection`;
+//! - **ours on Redlock**: as ours, on a Redlock manager over 3 more local
+//!   redis-servers (always started through the testkit, also with `REDIS_URL`);
+//!   its table compares it with raw on the one server;
+//! - **macro**, **with_lock**, **acquire+release**: an empty body under
+//!   `#[distributed_lock(key = "bench:u:{i}", ttl = "10s", client = self.locks)]`,
+//!   the same through `LockManager::with_lock` (which the attribute calls), and
+//!   through `acquire` and `release`, all with the attribute's options.
 //!
-//! The two alternate (raw first on even rounds, ours first on odd ones) so that
-//! noise on a shared machine hits both; the fastest run of each, by cycles/s, is
-//! reported as one Markdown table with an ours/raw column. Commands are counted
-//! with `INFO commandstats` after a `CONFIG RESETSTAT` before each run; CPU time
-//! per cycle comes from `/proc/self/task/*/schedstat` (this process) and
-//! `INFO cpu` (the server). Nothing is asserted: this prints numbers. See
+//! The subjects take turns going first from round to round (with two: raw
+//! first on even rounds, ours first on odd ones) so that noise on a shared
+//! machine hits all; the fastest run of each, by cycles/s, is reported in
+//! Markdown tables with the first column divided by each other one. Commands
+//! are counted with `INFO commandstats` after a `CONFIG RESETSTAT` before each
+//! run, on the servers the subject uses (summed over the Redlock nodes); CPU
+//! time per cycle comes from `/proc/self/task/*/schedstat` (this process) and
+//! `INFO cpu` (the servers). Nothing is asserted: this prints numbers. See
 //! BENCHMARKS.md for what they mean.
 //!
 //! Under `cargo test` (no `--bench` argument) each workload runs once at 1/100
 //! of its size, so the bench keeps compiling and working without slowing the suite.
 //!
 //! To add a workload: write one `async fn(Client, Scale) -> Run` (most are a
-//! [`Plan`] handed to [`drive`]) and add one entry to [`WORKLOADS`] naming the
-//! figures its table rows show.
+//! [`Plan`] handed to [`drive`]) and add one entry to a table of [`TABLES`]
+//! naming the figures its rows show. Another client is one more [`Subject`]
+//! and [`Client`] variant.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -33,20 +44,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use distributed_lock::{LockGuard, LockManager, LockOptions};
+use distributed_lock::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
 /// Lease of every lock taken here.
 const TTL: Duration = Duration::from_secs(10);
-/// Longest wait for a busy lock, for both clients.
+/// Longest wait for a busy lock, for ours and raw.
 const WAIT: Duration = Duration::from_secs(10);
 /// Pause between two attempts of the raw client on a busy lock.
 const RAW_POLL: Duration = Duration::from_millis(1);
-/// Pause before each run, so background work of the previous one (a spawned
-/// unsubscribe) lands before the command counters are reset.
+/// Pause before each run at full size, so background work of the previous one
+/// (a spawned unsubscribe) lands before the command counters are reset.
 const SETTLE: Duration = Duration::from_millis(100);
+/// Redlock servers of the R3-U1 table (its name and title say 3).
+const REDLOCK_NODES: usize = 3;
 
 /// Compare-and-delete: the raw client's release.
 /// KEYS[1] lock key, ARGV[1] owner token; returns 1 when deleted, 0 when not ours.
@@ -59,55 +72,92 @@ return 0
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// One Markdown table: workloads measured through the same subjects.
+struct Table {
+    /// Printed above the table.
+    title: &'static str,
+    /// One column each; the ratios are the first over each of the others.
+    subjects: &'static [Subject],
+    workloads: &'static [Workload],
+}
+
 /// One workload: how to measure one client, how often, and which figures its rows show.
 struct Workload {
     name: &'static str,
     run: fn(Client, Scale) -> BoxFuture<Run>,
-    /// Runs per client; the fastest is reported.
+    /// Runs per subject; the fastest is reported.
     rounds: usize,
     figures: &'static [Figure],
 }
 
-const WORKLOADS: &[Workload] = &[
-    Workload {
-        name: "U1",
-        run: |client, scale| Box::pin(u1(client, scale)),
-        rounds: 5,
-        figures: &[
-            Figure::CyclesPerSec,
-            Figure::CycleP50,
-            Figure::CycleP99,
-            Figure::ClientCpu,
-            Figure::ServerCpu,
-            Figure::Commands,
+/// The figures of the uncontended workloads.
+const UNCONTENDED: &[Figure] = &[
+    Figure::CyclesPerSec,
+    Figure::CycleP50,
+    Figure::CycleP99,
+    Figure::ClientCpu,
+    Figure::ServerCpu,
+    Figure::Commands,
+];
+
+const TABLES: &[Table] = &[
+    Table {
+        title: "Ours against raw, on one redis-server.",
+        subjects: &[Subject::Ours, Subject::Raw],
+        workloads: &[
+            Workload {
+                name: "U1",
+                run: |client, scale| Box::pin(u1(client, scale)),
+                rounds: 5,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "U32",
+                run: |client, scale| Box::pin(u32_tasks(client, scale)),
+                rounds: 5,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "C8",
+                run: |client, scale| Box::pin(c8(client, scale)),
+                rounds: 3,
+                figures: &[
+                    Figure::CyclesPerSec,
+                    Figure::WaitP50,
+                    Figure::WaitP99,
+                    Figure::WaitMax,
+                    Figure::FirstSecondMin,
+                    Figure::FirstSecondMax,
+                    Figure::Commands,
+                ],
+            },
         ],
     },
-    Workload {
-        name: "U32",
-        run: |client, scale| Box::pin(u32_tasks(client, scale)),
-        rounds: 5,
-        figures: &[
-            Figure::CyclesPerSec,
-            Figure::CycleP50,
-            Figure::CycleP99,
-            Figure::ClientCpu,
-            Figure::ServerCpu,
-            Figure::Commands,
-        ],
+    Table {
+        title: "R3-U1: U1 through ours on Redlock over 3 redis-servers, against raw U1 on \
+                one server (there is no raw Redlock); redis-server CPU and commands of \
+                ours on Redlock are summed over the 3 servers.",
+        subjects: &[Subject::OursRedlock, Subject::Raw],
+        workloads: &[Workload {
+            name: "R3-U1",
+            run: |client, scale| Box::pin(u1(client, scale)),
+            // A run of ours on Redlock takes 4 to 7 s on the 2-vCPU machine.
+            rounds: 3,
+            figures: UNCONTENDED,
+        }],
     },
-    Workload {
-        name: "C8",
-        run: |client, scale| Box::pin(c8(client, scale)),
-        rounds: 3,
-        figures: &[
-            Figure::CyclesPerSec,
-            Figure::WaitP50,
-            Figure::WaitP99,
-            Figure::WaitMax,
-            Figure::FirstSecondMin,
-            Figure::FirstSecondMax,
-            Figure::Commands,
-        ],
+    Table {
+        title: "Macro overhead: U1 through `#[distributed_lock]` around an empty body, \
+                against `with_lock` around an empty body and against `acquire` + \
+                `release`, same options (ttl 10 s, wait 0), one redis-server.",
+        subjects: &[Subject::Macro, Subject::WithLock, Subject::AcquireRelease],
+        workloads: &[Workload {
+            name: "M-U1",
+            run: |client, scale| Box::pin(u1(client, scale)),
+            // Each subject goes first once.
+            rounds: 3,
+            figures: UNCONTENDED,
+        }],
     },
 ];
 
@@ -156,7 +206,7 @@ impl Scale {
         (cycles / self.0).max(1)
     }
 
-    /// Runs per client: the workload's own number at full size, else one.
+    /// Runs per subject: the workload's own number at full size, else one.
     fn rounds(self, full_size: usize) -> usize {
         if self.0 == 1 {
             full_size
@@ -164,13 +214,130 @@ impl Scale {
             1
         }
     }
+
+    /// Pause before each run: [`SETTLE`] at full size, a tenth of it in the
+    /// smoke run, whose counts nobody reads.
+    fn settle(self) -> Duration {
+        if self.0 == 1 {
+            SETTLE
+        } else {
+            SETTLE / 10
+        }
+    }
+}
+
+/// What a workload is measured through: one column of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    /// `acquire` (ttl 10 s, wait 10 s) and `release` on the one server.
+    Ours,
+    /// The hand-written baseline on the one server.
+    Raw,
+    /// As `Ours`, on a Redlock manager over the 3 Redlock servers.
+    OursRedlock,
+    /// [`Annotated::cycle`]: the attribute around an empty body.
+    Macro,
+    /// `with_lock` around an empty body, with the attribute's options.
+    WithLock,
+    /// `acquire` and `release` with the attribute's options.
+    AcquireRelease,
+}
+
+impl Subject {
+    fn label(self) -> &'static str {
+        match self {
+            Subject::Ours => "ours",
+            Subject::Raw => "raw",
+            Subject::OursRedlock => "ours on Redlock",
+            Subject::Macro => "macro",
+            Subject::WithLock => "with_lock",
+            Subject::AcquireRelease => "acquire+release",
+        }
+    }
+}
+
+/// One subject ready to run: its client, and the servers its runs are counted on.
+struct Side {
+    subject: Subject,
+    client: Client,
+    servers: Admin,
+}
+
+/// Everything the subjects need, connected once.
+struct Setup {
+    /// Manager on the one server; the attribute's client too.
+    single: LockManager,
+    redlock: LockManager,
+    raw: Raw,
+    /// Counters of the one server.
+    server: Admin,
+    /// Counters of the Redlock servers, summed.
+    nodes: Admin,
+}
+
+impl Setup {
+    fn side(&self, subject: Subject) -> Side {
+        let ours = LockOptions::new().ttl(TTL).wait(WAIT);
+        // What `#[distributed_lock(ttl = "10s")]` passes: the defaults but the ttl.
+        let attribute = LockOptions::new().ttl(TTL);
+        let (client, servers) = match subject {
+            Subject::Ours => (Client::ours(&self.single, ours), &self.server),
+            Subject::Raw => (Client::Raw(self.raw.clone()), &self.server),
+            Subject::OursRedlock => (Client::ours(&self.redlock, ours), &self.nodes),
+            Subject::Macro => (
+                Client::Macro(Annotated {
+                    locks: self.single.clone(),
+                }),
+                &self.server,
+            ),
+            Subject::WithLock => (
+                Client::WithLock {
+                    manager: self.single.clone(),
+                    options: attribute,
+                },
+                &self.server,
+            ),
+            Subject::AcquireRelease => (Client::ours(&self.single, attribute), &self.server),
+        };
+        Side {
+            subject,
+            client,
+            servers: servers.clone(),
+        }
+    }
 }
 
 /// The lock client under measurement.
 #[derive(Clone)]
 enum Client {
-    Ours(LockManager),
+    /// `acquire` with these options, then `release`.
+    Ours {
+        manager: LockManager,
+        options: LockOptions,
+    },
     Raw(Raw),
+    /// The attribute; its key is built from the key index, so only for U1's
+    /// keys (`bench:u:{i}`).
+    Macro(Annotated),
+    /// `with_lock` around an empty body.
+    WithLock {
+        manager: LockManager,
+        options: LockOptions,
+    },
+}
+
+/// U1 through the attribute, as an application would write it.
+#[derive(Clone)]
+struct Annotated {
+    locks: LockManager,
+}
+
+impl Annotated {
+    /// Locks `bench:u:{i}` around an empty body.
+    #[distributed_lock(key = "bench:u:{i}", ttl = "10s", client = self.locks)]
+    async fn cycle(&self, i: u64) -> Result<(), LockError> {
+        Ok(())
+    }
 }
 
 /// The hand-written baseline: what a careful user would write with redis-rs alone.
@@ -194,30 +361,66 @@ enum Held {
 }
 
 impl Client {
-    fn label(&self) -> &'static str {
+    fn ours(manager: &LockManager, options: LockOptions) -> Client {
+        Client::Ours {
+            manager: manager.clone(),
+            options,
+        }
+    }
+
+    /// One cycle on `key`, which is `keys[index]` of the plan: acquire, hold
+    /// for `hold`, release. Returns when the lock was held, or `None` for the
+    /// clients that take and release it around an empty body in one call
+    /// (they only run with `hold` zero).
+    async fn cycle(&mut self, key: &str, index: usize, hold: Duration) -> Option<Instant> {
         match self {
-            Client::Ours(_) => "ours",
-            Client::Raw(_) => "raw",
+            Client::Macro(annotated) => {
+                assert!(hold.is_zero(), "the annotated body cannot hold the lock");
+                annotated
+                    .cycle(index as u64)
+                    .await
+                    .unwrap_or_else(|err| panic!("macro: `bench:u:{index}`: {err}"));
+                None
+            }
+            Client::WithLock { manager, options } => {
+                assert!(hold.is_zero(), "the with_lock body cannot hold the lock");
+                manager
+                    .with_lock(key, options.clone(), async {})
+                    .await
+                    .unwrap_or_else(|err| panic!("with_lock `{key}`: {err}"));
+                None
+            }
+            Client::Ours { .. } | Client::Raw(_) => {
+                let held = self.acquire(key).await;
+                let acquired = Instant::now();
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                self.release(held).await;
+                Some(acquired)
+            }
         }
     }
 
     async fn acquire(&mut self, key: &str) -> Held {
         match self {
-            Client::Ours(manager) => {
-                let options = LockOptions::new().ttl(TTL).wait(WAIT);
+            Client::Ours { manager, options } => {
                 let guard = manager
-                    .acquire(key, options)
+                    .acquire(key, options.clone())
                     .await
                     .unwrap_or_else(|err| panic!("ours: acquire `{key}`: {err}"));
                 Held::Ours(guard)
             }
             Client::Raw(raw) => raw.acquire(key).await,
+            Client::Macro(_) | Client::WithLock { .. } => {
+                unreachable!("these clients lock around a body")
+            }
         }
     }
 
     async fn release(&mut self, held: Held) {
         match (self, held) {
-            (Client::Ours(_), Held::Ours(guard)) => guard
+            (Client::Ours { .. }, Held::Ours(guard)) => guard
                 .release()
                 .await
                 .unwrap_or_else(|err| panic!("ours: release: {err}")),
@@ -226,7 +429,6 @@ impl Client {
         }
     }
 }
-
 impl Raw {
     async fn connect(url: &str) -> Raw {
         let connection = redis::Client::open(url)
@@ -308,7 +510,8 @@ struct Run {
     elapsed: Duration,
     /// Each cycle from calling acquire to release returning, hold included.
     cycle_times: Vec<Duration>,
-    /// Each acquire call, from calling it to holding the lock.
+    /// Each acquire call, from calling it to holding the lock (none for
+    /// the clients that lock around a body).
     waits: Vec<Duration>,
     /// Cycles each task completed within the first second.
     first_second: Vec<usize>,
@@ -316,7 +519,7 @@ struct Run {
     commands: BTreeMap<String, u64>,
     /// CPU time this process used during the run (all threads); `None` off Linux.
     client_cpu: Option<Duration>,
-    /// CPU time the Redis server used during the run (`INFO cpu`).
+    /// CPU time the Redis servers used during the run (`INFO cpu`).
     server_cpu: Duration,
 }
 
@@ -345,16 +548,13 @@ async fn drive(client: Client, plan: Plan) -> Run {
                 };
                 start_line.wait().await;
                 for cycle in 0..cycles {
-                    let key = &plan.keys[(plan.key_of)(task, cycle)];
+                    let index = (plan.key_of)(task, cycle);
                     let started = Instant::now();
-                    let held = client.acquire(key).await;
-                    let acquired = Instant::now();
-                    if !plan.hold.is_zero() {
-                        tokio::time::sleep(plan.hold).await;
-                    }
-                    client.release(held).await;
+                    let acquired = client.cycle(&plan.keys[index], index, plan.hold).await;
                     let done = Instant::now();
-                    record.waits.push(acquired - started);
+                    if let Some(acquired) = acquired {
+                        record.waits.push(acquired - started);
+                    }
                     record.cycle_times.push(done - started);
                     record.done_at.push(done);
                 }
@@ -502,38 +702,65 @@ fn process_cpu() -> Option<Duration> {
     Some(Duration::from_nanos(nanos))
 }
 
-/// A connection for `CONFIG RESETSTAT` and `INFO`, apart from both clients.
-struct Admin(MultiplexedConnection);
+/// Connections for `CONFIG RESETSTAT` and `INFO`, apart from the clients,
+/// to every server one subject uses; the figures are summed over them.
+#[derive(Clone)]
+struct Admin(Vec<MultiplexedConnection>);
 
 impl Admin {
+    async fn connect(urls: &[String]) -> Admin {
+        let mut connections = Vec::with_capacity(urls.len());
+        for url in urls {
+            let connection = redis::Client::open(url.as_str())
+                .expect("invalid Redis URL")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("admin: cannot connect");
+            connections.push(connection);
+        }
+        Admin(connections)
+    }
+
     async fn reset_stats(&mut self) {
-        redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async::<()>(&mut self.0)
-            .await
-            .expect("CONFIG RESETSTAT");
+        for connection in &mut self.0 {
+            redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async::<()>(connection)
+                .await
+                .expect("CONFIG RESETSTAT");
+        }
     }
 
     /// Calls per command since the last reset, leaving out our own CONFIG and INFO.
     async fn command_calls(&mut self) -> BTreeMap<String, u64> {
-        let info = self.info("commandstats").await;
-        info.lines()
-            .filter_map(|line| {
-                let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = stats.split(',').find_map(|f| f.strip_prefix("calls="))?;
-                Some((name.to_owned(), calls.parse().ok()?))
-            })
-            .filter(|(name, _): &(String, u64)| {
-                !name.starts_with("config") && !name.starts_with("info")
-            })
-            .collect()
+        let mut calls = BTreeMap::new();
+        for info in self.info("commandstats").await {
+            for line in info.lines() {
+                let Some((name, stats)) = line
+                    .strip_prefix("cmdstat_")
+                    .and_then(|line| line.split_once(':'))
+                else {
+                    continue;
+                };
+                if name.starts_with("config") || name.starts_with("info") {
+                    continue;
+                }
+                let count = stats.split(',').find_map(|f| f.strip_prefix("calls="));
+                if let Some(count) = count.and_then(|count| count.parse::<u64>().ok()) {
+                    *calls.entry(name.to_owned()).or_default() += count;
+                }
+            }
+        }
+        calls
     }
 
-    /// CPU time (user + system) the server has used since it started.
+    /// CPU time (user + system) the servers have used since they started.
     async fn server_cpu(&mut self) -> Duration {
-        let info = self.info("cpu").await;
-        let seconds: f64 = info
-            .lines()
+        let seconds: f64 = self
+            .info("cpu")
+            .await
+            .iter()
+            .flat_map(|info| info.lines())
             .filter_map(|line| {
                 let (name, value) = line.split_once(':')?;
                 let used = name == "used_cpu_user" || name == "used_cpu_sys";
@@ -543,86 +770,107 @@ impl Admin {
         Duration::from_secs_f64(seconds)
     }
 
+    /// The version of the first server.
     async fn redis_version(&mut self) -> String {
         let info = self.info("server").await;
-        info.lines()
-            .find_map(|line| line.strip_prefix("redis_version:"))
+        info.first()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix("redis_version:"))
+            })
             .unwrap_or("unknown")
             .trim()
             .to_owned()
     }
 
-    async fn info(&mut self, section: &str) -> String {
-        redis::cmd("INFO")
-            .arg(section)
-            .query_async(&mut self.0)
-            .await
-            .expect("INFO")
+    /// The section of `INFO` of each server.
+    async fn info(&mut self, section: &str) -> Vec<String> {
+        let mut infos = Vec::with_capacity(self.0.len());
+        for connection in &mut self.0 {
+            let info = redis::cmd("INFO")
+                .arg(section)
+                .query_async(connection)
+                .await
+                .expect("INFO");
+            infos.push(info);
+        }
+        infos
     }
 }
 
-/// Runs `workload` its number of rounds through each client, alternating which
-/// goes first, and returns the fastest run of each by cycles/s: `[ours, raw]`.
+/// Runs `workload` its number of rounds through each side, and returns the
+/// fastest run of each by cycles/s, in the order of `sides`. Each round
+/// starts with another side and goes on in turn (with two sides: the second
+/// first on even rounds), so that slow phases of a shared machine hit all.
 /// Fastest, not median: on a shared machine other processes only ever slow a
 /// run down, so the fastest run is the one least disturbed.
-async fn measure(
-    workload: &Workload,
-    ours: &Client,
-    raw: &Client,
-    admin: &mut Admin,
-    scale: Scale,
-) -> [Run; 2] {
+async fn measure(workload: &Workload, sides: &[Side], scale: Scale) -> Vec<Run> {
     let rounds = scale.rounds(workload.rounds);
-    let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    let mut runs: Vec<Vec<Run>> = sides.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
-        let order = if round % 2 == 0 { [1, 0] } else { [0, 1] };
-        for side in order {
-            let client = [ours, raw][side].clone();
-            tokio::time::sleep(SETTLE).await;
-            admin.reset_stats().await;
-            let label = client.label();
-            let (client_before, server_before) = (process_cpu(), admin.server_cpu().await);
-            let mut run = (workload.run)(client, scale).await;
-            run.commands = admin.command_calls().await;
-            run.server_cpu = admin.server_cpu().await.saturating_sub(server_before);
+        let first = sides.len() - 1 - round % sides.len();
+        for index in (0..sides.len()).map(|k| (first + k) % sides.len()) {
+            let side = &sides[index];
+            let mut servers = side.servers.clone();
+            tokio::time::sleep(scale.settle()).await;
+            servers.reset_stats().await;
+            let (client_before, server_before) = (process_cpu(), servers.server_cpu().await);
+            let mut run = (workload.run)(side.client.clone(), scale).await;
+            run.commands = servers.command_calls().await;
+            run.server_cpu = servers.server_cpu().await.saturating_sub(server_before);
             run.client_cpu = process_cpu()
                 .zip(client_before)
                 .map(|(after, before)| after.saturating_sub(before));
             eprintln!(
-                "{} round {round} {label}: {:.0} cycles/s, acquire wait max {}, \
+                "{} round {round} {}: {:.0} cycles/s, acquire wait max {}, \
                  cycles in 1st s per task {}-{}",
                 workload.name,
+                side.subject.label(),
                 run.cycles_per_sec(),
                 Figure::WaitMax.show(&run),
                 Figure::FirstSecondMin.show(&run),
                 Figure::FirstSecondMax.show(&run),
             );
-            runs[side].push(run);
+            runs[index].push(run);
         }
     }
-    runs.map(|runs| {
-        runs.into_iter()
-            .max_by(|a, b| a.cycles_per_sec().total_cmp(&b.cycles_per_sec()))
-            .expect("every workload runs at least once")
-    })
+    runs.into_iter()
+        .map(|runs| {
+            runs.into_iter()
+                .max_by(|a, b| a.cycles_per_sec().total_cmp(&b.cycles_per_sec()))
+                .expect("every workload runs at least once")
+        })
+        .collect()
 }
 
-fn print_table(results: &[(&Workload, [Run; 2])]) {
-    println!("| workload | figure | ours | raw | ours/raw |");
-    println!("|---|---|--:|--:|--:|");
-    for (workload, [ours, raw]) in results {
+/// One Markdown table: a column per subject, then the first subject's figure
+/// divided by each other one's.
+fn print_table(table: &Table, results: &[Vec<Run>]) {
+    let (first, others) = table.subjects.split_first().expect("a table has subjects");
+    let mut header = String::from("| workload | figure |");
+    let mut rule = String::from("|---|---|");
+    for subject in table.subjects {
+        header += &format!(" {} |", subject.label());
+        rule += "--:|";
+    }
+    for other in others {
+        header += &format!(" {}/{} |", first.label(), other.label());
+        rule += "--:|";
+    }
+    println!("{}\n\n{header}\n{rule}", table.title);
+    for (workload, runs) in table.workloads.iter().zip(results) {
         for figure in workload.figures {
-            let ratio = figure.value(ours) / figure.value(raw);
-            println!(
-                "| {} | {} | {} | {} | {:.2} |",
-                workload.name,
-                figure.label(),
-                figure.show(ours),
-                figure.show(raw),
-                ratio
-            );
+            let mut row = format!("| {} | {} |", workload.name, figure.label());
+            for run in runs {
+                row += &format!(" {} |", figure.show(run));
+            }
+            for run in &runs[1..] {
+                row += &format!(" {:.2} |", figure.value(&runs[0]) / figure.value(run));
+            }
+            println!("{row}");
         }
     }
+    println!();
 }
 
 fn main() {
@@ -640,39 +888,56 @@ fn main() {
             )
         }
     };
+    let nodes = RedisServer::cluster_of(REDLOCK_NODES);
+    let node_urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
     runtime.block_on(async {
-        let manager = LockManager::builder()
-            .namespace("ours:")
-            .connect(&url)
-            .await
-            .expect("ours: cannot connect");
-        let ours = Client::Ours(manager);
-        let raw = Client::Raw(Raw::connect(&url).await);
-        let mut admin = Admin(
-            redis::Client::open(url.as_str())
-                .expect("invalid REDIS_URL")
-                .get_multiplexed_async_connection()
+        let setup = Setup {
+            single: LockManager::builder()
+                .namespace("ours:")
+                .connect(&url)
                 .await
-                .expect("admin: cannot connect"),
-        );
-        // Loads the scripts and warms both connections before anything is measured.
-        for client in [&ours, &raw] {
-            u1(client.clone(), Scale(20)).await;
+                .expect("ours: cannot connect"),
+            redlock: LockManager::builder()
+                .namespace("ours:")
+                .redlock(&node_urls)
+                .await
+                .expect("ours on Redlock: cannot connect"),
+            raw: Raw::connect(&url).await,
+            server: Admin::connect(std::slice::from_ref(&url)).await,
+            nodes: Admin::connect(&node_urls).await,
+        };
+        let mut subjects: Vec<Subject> = Vec::new();
+        for table in TABLES {
+            for subject in table.subjects {
+                if !subjects.contains(subject) {
+                    subjects.push(*subject);
+                }
+            }
+        }
+        // Loads the scripts and warms the connections before anything is
+        // measured: 1 000 cycles per subject, 10 in the smoke run.
+        for subject in subjects {
+            u1(setup.side(subject).client, Scale(20 * scale.0)).await;
         }
         let mut results = Vec::new();
-        for workload in WORKLOADS {
-            let runs = measure(workload, &ours, &raw, &mut admin, scale).await;
-            results.push((workload, runs));
+        for table in TABLES {
+            let sides: Vec<Side> = table.subjects.iter().map(|s| setup.side(*s)).collect();
+            let mut runs = Vec::new();
+            for workload in table.workloads {
+                runs.push(measure(workload, &sides, scale).await);
+            }
+            results.push(runs);
         }
         println!(
-            "\nredis-server {} ({source}), tokio multi-thread runtime with 2 workers, \
-             {} available CPUs; fastest of alternating runs per client{}\n",
-            admin.redis_version().await,
+            "\nredis-server {} ({source}; Redlock: {REDLOCK_NODES} more, started by the \
+             testkit), tokio multi-thread runtime with 2 workers, {} available CPUs; \
+             fastest of alternating runs per subject{}\n",
+            setup.server.clone().redis_version().await,
             std::thread::available_parallelism().map_or(0, usize::from),
             if full {
                 ""
@@ -680,6 +945,8 @@ fn main() {
                 ", smoke run at 1/100 size"
             },
         );
-        print_table(&results);
+        for (table, runs) in TABLES.iter().zip(&results) {
+            print_table(table, runs);
+        }
     });
 }
