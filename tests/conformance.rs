@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use distributed_lock::{
     fencing_token, held_locks, lease_lost, LockError, LockManager, LockOptions, OnLost,
 };
-use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Harness};
+use support::{
+    assert_lease_lost, fixed_lease, is_owner_token, join_within, long, waiting, Harness,
+};
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
@@ -389,14 +391,7 @@ async fn concurrent_increments_under_lock_lose_no_updates(h: Harness) {
             }
         }));
     }
-    let all = async {
-        for task in tasks {
-            task.await.expect("incrementing task");
-        }
-    };
-    timeout(Duration::from_secs(60), all)
-        .await
-        .expect("1600 locked increments finish within 60 s");
+    join_within(tasks, Duration::from_secs(60), "1600 locked increments").await;
     assert_eq!(counter.load(Ordering::SeqCst), TASKS * ROUNDS);
 }
 

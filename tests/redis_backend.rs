@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{RedisServer, RespValue};
-use support::{assert_lease_lost, long, poll_async, waiting, Harness};
+use support::{assert_lease_lost, join_within, long, poll_async, waiting, Harness};
 use tokio::time::{sleep, timeout};
 
 /// Upper bound for anything that must fail rather than hang.
@@ -26,6 +26,19 @@ fn script_calls(server: &RedisServer) -> u64 {
         .iter()
         .map(|name| stats.get(*name).copied().unwrap_or(0))
         .sum()
+}
+
+/// Asserts that no script reaches `server` for three renewal periods
+/// (one `ttl`) after `event`: the watchdog stopped with the guard.
+async fn assert_no_script_calls_for(server: &RedisServer, ttl: Duration, event: &str) {
+    sleep(Duration::from_millis(50)).await;
+    let after = script_calls(server);
+    sleep(ttl + Duration::from_millis(100)).await;
+    assert_eq!(
+        script_calls(server),
+        after,
+        "script calls went on for 3 renewal periods after {event}"
+    );
 }
 
 /// An integer reply of `args`, panicking on anything else.
@@ -284,14 +297,7 @@ async fn watchdog_stops_when_guard_is_released() {
         "the watchdog did not renew at all"
     );
     guard.release().await.unwrap();
-    sleep(Duration::from_millis(50)).await;
-    let after_release = script_calls(h.server());
-    sleep(ttl + Duration::from_millis(100)).await;
-    assert_eq!(
-        script_calls(h.server()),
-        after_release,
-        "script calls went on for 3 renewal periods after release"
-    );
+    assert_no_script_calls_for(h.server(), ttl, "release").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,14 +308,7 @@ async fn watchdog_stops_when_guard_is_dropped() {
     sleep(Duration::from_millis(150)).await;
     drop(guard);
     h.assert_freed_promptly("k").await;
-    sleep(Duration::from_millis(50)).await;
-    let after_release = script_calls(h.server());
-    sleep(ttl + Duration::from_millis(100)).await;
-    assert_eq!(
-        script_calls(h.server()),
-        after_release,
-        "script calls went on for 3 renewal periods after the guard was dropped"
-    );
+    assert_no_script_calls_for(h.server(), ttl, "the guard was dropped").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,14 +395,7 @@ async fn redis_counter_read_modify_write_under_lock_loses_no_updates() {
             }
         }));
     }
-    let all = async {
-        for task in tasks {
-            task.await.expect("incrementing task");
-        }
-    };
-    timeout(Duration::from_secs(60), all)
-        .await
-        .expect("1600 locked increments finish within 60 s");
+    join_within(tasks, Duration::from_secs(60), "1600 locked increments").await;
     let counter = h.server().command(&["GET", "counter"]).unwrap();
     assert_eq!(
         counter.as_str(),

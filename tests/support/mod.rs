@@ -181,3 +181,16 @@ pub fn assert_lease_lost<T: std::fmt::Debug>(result: Result<T, LockError>, key: 
         other => panic!("expected LeaseLost for `{key}`, got {other:?}"),
     }
 }
+
+/// Awaits every spawned task, failing the test if they are not all done
+/// within `limit`.
+pub async fn join_within(tasks: Vec<tokio::task::JoinHandle<()>>, limit: Duration, what: &str) {
+    let all = async {
+        for task in tasks {
+            task.await.expect("spawned task");
+        }
+    };
+    tokio::time::timeout(limit, all)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"));
+}
