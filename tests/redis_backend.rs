@@ -430,3 +430,36 @@ async fn fencing_token_increases_after_restart_without_persistence() {
     );
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_and_password_in_the_url_are_used() {
+    let server = RedisServer::start();
+    server
+        .command(&[
+            "ACL", "SETUSER", "locker", "on", ">s3cret", "~*", "&*", "+@all",
+        ])
+        .unwrap();
+    let port = server.port();
+    let wrong = LockManager::connect(&format!("redis://locker:wrong@127.0.0.1:{port}")).await;
+    assert!(wrong.is_err(), "a wrong password must not connect");
+    let locks = LockManager::connect(&format!("redis://locker:s3cret@127.0.0.1:{port}"))
+        .await
+        .expect("connect with user and password");
+    let guard = locks.acquire("acl", long()).await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn unusable_urls_are_refused_with_a_clear_error() {
+    for url in [
+        "rediss://127.0.0.1:6379",
+        "http://127.0.0.1:6379",
+        "not a url",
+    ] {
+        let refused = LockManager::connect(url).await;
+        assert!(
+            matches!(refused, Err(LockError::InvalidUrl { .. })),
+            "{url}: {refused:?}"
+        );
+    }
+}

@@ -71,9 +71,10 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`, or
-    /// `rediss://` for TLS. Fails with `LockError::Connection` within about
-    /// twice the connect timeout when Redis is unreachable.
+    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`.
+    /// Fails with `LockError::Connection` within about twice the connect
+    /// timeout when Redis is unreachable, and with `LockError::InvalidUrl` for
+    /// a URL it cannot use (including `rediss://`: TLS is not compiled in yet).
     pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
         let backend = RedisBackend::connect(url, self.redis).await?;
         Ok(self.build(Backend::Redis(backend)))
