@@ -29,6 +29,8 @@
 //! transaction begins and released only after it commits, so the next holder
 //! always reads the committed data.
 
+#![warn(missing_docs)]
+
 pub use distributed_lock_macros::distributed_lock;
 #[cfg(feature = "sqlx")]
 pub use distributed_lock_macros::transactional;

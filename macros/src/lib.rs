@@ -4,6 +4,8 @@
 //! the attribute through `distributed_lock::distributed_lock`, which also
 //! provides the runtime that the generated code calls.
 
+#![warn(missing_docs)]
+
 mod args;
 mod duration;
 mod errors;

@@ -2,6 +2,8 @@
 //! scopes. Depend on the `distributed-lock` crate, which re-exports all of this
 //! together with the `#[distributed_lock]` attribute.
 
+#![warn(missing_docs)]
+
 mod backend;
 mod error;
 mod guard;
