@@ -246,6 +246,29 @@ async fn deleted_lock_key_is_reported_lost_within_a_renewal_period() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_is_cancelled_when_its_lock_key_is_deleted_under_it() {
+    let h = Harness::redis().await;
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let options = LockOptions::new().ttl(Duration::from_millis(600));
+    let body = async {
+        sleep(Duration::from_secs(5)).await;
+        finished.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let deleter = async {
+        sleep(Duration::from_millis(100)).await;
+        h.server().command(&["DEL", "lock:k"]).unwrap();
+    };
+    let started = std::time::Instant::now();
+    let (result, ()) = tokio::join!(h.a.with_lock("k", options, body), deleter);
+    assert_lease_lost(result, "k");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "cancelled at the next renewal, not after the body's 5 s"
+    );
+    assert!(!finished.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_taken_over_after_delete_is_reported_lost() {
     let h = Harness::redis().await;
     let options = LockOptions::new().ttl(Duration::from_millis(600));
