@@ -474,15 +474,25 @@ async fn acl_user_and_password_in_the_url_are_used() {
 
 #[tokio::test]
 async fn unusable_urls_are_refused_with_a_clear_error() {
-    for url in [
-        "rediss://127.0.0.1:6379",
-        "http://127.0.0.1:6379",
-        "not a url",
-    ] {
+    for url in ["http://127.0.0.1:6379", "not a url"] {
         let refused = LockManager::connect(url).await;
         assert!(
             matches!(refused, Err(LockError::InvalidUrl { .. })),
             "{url}: {refused:?}"
         );
     }
+}
+
+/// With the feature, `rediss://` is tested against a TLS server in `tests/tls.rs`.
+#[cfg(not(feature = "tls"))]
+#[tokio::test]
+async fn tls_url_without_the_tls_feature_names_the_feature() {
+    let refused = LockManager::connect("rediss://127.0.0.1:6379").await;
+    let Err(err @ LockError::InvalidUrl { .. }) = refused else {
+        panic!("rediss:// without the tls feature: {refused:?}");
+    };
+    assert!(
+        err.to_string().contains("enable the `tls` feature"),
+        "{err}"
+    );
 }

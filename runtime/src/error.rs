@@ -15,7 +15,7 @@ pub enum LockError {
     #[error("lock server returned an error: {0}")]
     Server(String),
     /// The URL given to `LockManager::connect` could not be parsed.
-    #[error("invalid Redis URL `{url}`: {reason}; expected redis://[user:pass@]host[:port][/db] (TLS, rediss://, is not supported yet)")]
+    #[error("invalid Redis URL `{url}`: {reason}; expected redis://[user:pass@]host[:port][/db], or rediss://… for TLS with the `tls` feature")]
     InvalidUrl {
         /// The URL as given.
         url: String,

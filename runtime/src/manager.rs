@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::{
-    Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend,
+    Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, TlsConfig,
 };
 use crate::lease::Lease;
 use crate::watchdog::Watchdogs;
@@ -36,6 +36,7 @@ struct ManagerInner {
 pub struct LockManagerBuilder {
     namespace: String,
     redis: RedisConfig,
+    tls: TlsConfig,
 }
 
 impl Default for LockManagerBuilder {
@@ -46,6 +47,7 @@ impl Default for LockManagerBuilder {
                 connect_timeout: Duration::from_secs(1),
                 response_timeout: Duration::from_secs(1),
             },
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -71,13 +73,33 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`.
-    /// Fails with `LockError::Connection` within about twice the connect
-    /// timeout when Redis is unreachable, and with `LockError::InvalidUrl` for
-    /// a URL it cannot use (including `rediss://`: TLS is not compiled in yet).
+    /// Trusts the root certificates in `pem` (one or more PEM `CERTIFICATE`
+    /// blocks, e.g. a private CA) for `rediss://` servers, *instead of* the
+    /// operating system's trust store; without it the system's store is used.
+    /// Applies to [`connect`](Self::connect) and [`redlock`](Self::redlock);
+    /// a PEM that cannot be parsed makes them fail with
+    /// `LockError::InvalidOptions`. A certificate the server presents that
+    /// does not chain to these roots makes them fail with
+    /// `LockError::Connection`.
+    ///
+    /// TLS uses rustls. At the first `rediss://` connection this installs
+    /// rustls's `ring` provider as the process-wide default crypto provider,
+    /// unless the application installed one before (which is then used).
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: Vec<u8>) -> Self {
+        self.tls.root_certificates = Some(pem);
+        self
+    }
+
+    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`,
+    /// or `rediss://…` for TLS with the `tls` feature (see
+    /// `tls_root_certificate`). Fails with `LockError::Connection` within
+    /// about twice the connect timeout when Redis is unreachable (or the TLS
+    /// handshake fails), and with `LockError::InvalidUrl` for a URL it cannot
+    /// use (including `rediss://` without the `tls` feature).
     pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
-        let backend = RedisBackend::connect(url, self.redis).await?;
-        Ok(self.build(Backend::Redis(backend)))
+        let backend = RedisBackend::connect(url, self.redis, &self.tls).await?;
+        Ok(self.build(Backend::Redis(Box::new(backend))))
     }
 
     /// Connects to N independent Redis masters for Redlock: a lock is held
@@ -110,7 +132,7 @@ impl LockManagerBuilder {
             .into_iter()
             .map(|url| url.as_ref().to_owned())
             .collect();
-        let backend = RedlockBackend::connect(urls, self.redis).await?;
+        let backend = RedlockBackend::connect(urls, self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redlock(backend)))
     }
 

@@ -31,6 +31,31 @@ use std::time::Duration;
 pub use resp::RespValue;
 pub use server::{RedisServer, RedisServerBuilder};
 
+/// A free loopback port, reserved among this process's servers until dropped,
+/// for a second listener of one server (e.g. `--tls-port`): the server's own
+/// port stays plain, so [`RedisServerBuilder::start`] can still wait for `PING`
+/// on it.
+#[must_use = "the port is free for other servers again once dropped"]
+#[derive(Debug)]
+pub struct ExtraPort(ports::PortReservation);
+
+impl ExtraPort {
+    /// Reserves a port that the OS reports free and no server of this process
+    /// holds. Panics if none is found.
+    #[track_caller]
+    pub fn reserve() -> ExtraPort {
+        match ports::PortReservation::free() {
+            Ok(reservation) => ExtraPort(reservation),
+            Err(err) => panic!("cannot reserve a loopback port: {err:?}"),
+        }
+    }
+
+    /// The reserved port.
+    pub fn port(&self) -> u16 {
+        self.0.port()
+    }
+}
+
 /// Evaluates `condition` every 10 ms until it returns true, for at most
 /// `timeout` (and a matching bounded number of calls). Returns whether it
 /// became true, e.g. for waiting on asynchronous replication.

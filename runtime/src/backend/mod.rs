@@ -6,12 +6,14 @@ mod memory;
 mod notify;
 mod redis;
 mod redlock;
+mod tls;
 
 use std::time::Duration;
 
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::{RedisBackend, RedisConfig};
 pub(crate) use self::redlock::RedlockBackend;
+pub(crate) use self::tls::TlsConfig;
 
 use crate::options::MinReplicas;
 use crate::wait_queue::WaitTicket;
@@ -39,7 +41,9 @@ pub(crate) enum Attempt {
 
 /// One of the lock stores.
 pub(crate) enum Backend {
-    Redis(RedisBackend),
+    /// Boxed: with the `tls` feature its client holds its TLS settings inline,
+    /// which makes it several times larger than the other variants.
+    Redis(Box<RedisBackend>),
     Memory(MemoryBackend),
     Redlock(RedlockBackend),
 }

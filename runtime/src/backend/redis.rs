@@ -10,6 +10,7 @@ use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
 use super::notify::{Notifications, WhenUnreachable};
+use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
 use crate::options::MinReplicas;
 use crate::scripts;
@@ -39,8 +40,12 @@ impl RedisBackend {
     /// Opens the command connection (failing within the configured time limits
     /// when Redis is unreachable) and, where the server speaks RESP3, the
     /// notification connection; without it waiters fall back to TTL timers.
-    pub(crate) async fn connect(url: &str, config: RedisConfig) -> Result<Self, LockError> {
-        let client = open_client(url)?;
+    pub(crate) async fn connect(
+        url: &str,
+        config: RedisConfig,
+        tls: &TlsConfig,
+    ) -> Result<Self, LockError> {
+        let client = tls.open_client(url)?;
         let commands = open_manager(&client, manager_config(config)).await?;
         let notifications = Notifications::open(
             std::slice::from_ref(&client),
@@ -284,14 +289,6 @@ pub(super) async fn renew(
 /// A replicated acquisition that got no answer within `limit`.
 fn no_answer(limit: Duration) -> LockError {
     LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
-}
-
-/// Parses `url`, failing with `InvalidUrl`.
-pub(super) fn open_client(url: &str) -> Result<Client, LockError> {
-    Client::open(url).map_err(|err| LockError::InvalidUrl {
-        url: url.to_owned(),
-        reason: err.to_string(),
-    })
 }
 
 pub(super) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {

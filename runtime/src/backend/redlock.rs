@@ -81,9 +81,8 @@ use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use super::notify::{Notifications, WhenUnreachable};
-use super::redis::{
-    acquire, manager_config, open_client, open_manager, release, renew, RedisConfig,
-};
+use super::redis::{acquire, manager_config, open_manager, release, renew, RedisConfig};
+use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
 use crate::options::MinReplicas;
 use crate::scripts;
@@ -140,7 +139,11 @@ impl RedlockBackend {
     /// `InvalidOptions` for no URL, an even number of them or one server
     /// listed twice, and `Connection` when fewer than a quorum can be reached;
     /// unreachable nodes of a reachable quorum are connected on first use.
-    pub(crate) async fn connect(urls: Vec<String>, config: RedisConfig) -> Result<Self, LockError> {
+    pub(crate) async fn connect(
+        urls: Vec<String>,
+        config: RedisConfig,
+        tls: &TlsConfig,
+    ) -> Result<Self, LockError> {
         let n = urls.len();
         if n == 0 {
             return Err(LockError::InvalidOptions(
@@ -158,7 +161,7 @@ impl RedlockBackend {
         }
         let clients = urls
             .iter()
-            .map(|url| open_client(url))
+            .map(|url| tls.open_client(url))
             .collect::<Result<Vec<_>, _>>()?;
         let mut servers = HashSet::new();
         for (url, client) in urls.iter().zip(&clients) {

@@ -1,0 +1,88 @@
+//! TLS (`rediss://`): which root certificates a client trusts, and the rustls
+//! crypto provider. Compiled in with the `tls` feature; without it a TLS URL
+//! is refused with a reason that names the feature.
+
+use redis::Client;
+#[cfg(feature = "tls")]
+use redis::{ConnectionAddr, TlsCertificates};
+
+use crate::LockError;
+
+/// Why a TLS URL is refused when the `tls` feature is off.
+#[cfg(not(feature = "tls"))]
+const NOT_COMPILED_IN: &str =
+    "TLS (rediss://) is not compiled in; enable the `tls` feature of distributed-lock";
+
+/// What the clients of one manager trust when they speak TLS.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TlsConfig {
+    /// PEM root certificates trusted instead of the system's store.
+    #[cfg(feature = "tls")]
+    pub(crate) root_certificates: Option<Vec<u8>>,
+}
+
+impl TlsConfig {
+    /// Parses `url` into a client. A `rediss://` (or `valkeys://`) client
+    /// trusts the configured root certificates and gets a crypto provider;
+    /// without the `tls` feature it is refused with `InvalidUrl`.
+    pub(crate) fn open_client(&self, url: &str) -> Result<Client, LockError> {
+        let invalid = |reason: String| LockError::InvalidUrl {
+            url: url.to_owned(),
+            reason,
+        };
+        #[cfg(not(feature = "tls"))]
+        if is_tls_url(url) {
+            // Checked before parsing: another crate of the application may
+            // enable TLS in redis-rs, but without our feature no crypto
+            // provider is installed for it and no root certificate can be given.
+            return Err(invalid(NOT_COMPILED_IN.to_owned()));
+        }
+        let client = Client::open(url).map_err(|err| invalid(err.to_string()))?;
+        #[cfg(feature = "tls")]
+        let client = self.secure(client)?;
+        Ok(client)
+    }
+
+    /// Gives a TLS client its root certificates and makes sure rustls has a
+    /// crypto provider; a plain client is returned unchanged.
+    #[cfg(feature = "tls")]
+    fn secure(&self, client: Client) -> Result<Client, LockError> {
+        if !matches!(
+            client.get_connection_info().addr(),
+            ConnectionAddr::TcpTls { .. }
+        ) {
+            return Ok(client);
+        }
+        install_crypto_provider();
+        let Some(root_cert) = self.root_certificates.clone() else {
+            return Ok(client);
+        };
+        let certificates = TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        };
+        Client::build_with_tls(client.get_connection_info().clone(), certificates)
+            .map_err(|err| LockError::InvalidOptions(format!("TLS root certificate: {err}")))
+    }
+}
+
+/// Whether `url` asks for TLS.
+#[cfg(not(feature = "tls"))]
+fn is_tls_url(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
+}
+
+/// Installs rustls's `ring` provider as the process-wide default, once, unless
+/// the application installed one first (then that one is used). redis-rs
+/// builds rustls without a provider of its own, so without this its handshake
+/// would have none to use.
+#[cfg(feature = "tls")]
+fn install_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // Err: the application installed its own provider already, which is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
