@@ -72,8 +72,8 @@ impl Parse for Arg {
 /// `None` when the key is missing or invalid, or the arguments are not
 /// `name = value` pairs.
 pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
-    let args = errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args))?;
-    let mut seen: Vec<String> = Vec::new();
+    let args = distinct_args(args, errors)?;
+    let key_given = args.iter().any(|arg| arg.name == "key");
     let mut key = None;
     let mut ttl_ms = DEFAULT_TTL_MS;
     let mut wait_ms = 0;
@@ -87,11 +87,6 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
     let mut replica_timeout = None;
     for Arg { name, value } in args {
         let name_text = name.to_string();
-        if seen.contains(&name_text) {
-            let message = format!("duplicate option `{name_text}`");
-            errors.push(syn::Error::new(name.span(), message));
-            continue;
-        }
         // A wrong value is reported and the default kept.
         match name_text.as_str() {
             "key" => key = errors.check(string(&value, "key", r#""order:{order.id}""#)),
@@ -122,9 +117,8 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
                 errors.push(syn::Error::new(name.span(), message));
             }
         }
-        seen.push(name_text);
     }
-    if !seen.iter().any(|name| name == "key") {
+    if !key_given {
         errors.push(syn::Error::new(
             Span::call_site(),
             "missing `key`: write e.g. `#[distributed_lock(key = \"order:{order.id}\")]`",
@@ -176,6 +170,22 @@ fn replica_count(value: &Expr) -> syn::Result<u32> {
         },
         _ => Err(invalid()),
     }
+}
+
+/// Parses `name = value` pairs, reporting each repeated name (on its second
+/// occurrence) and dropping it; `None` when the arguments are not such pairs.
+pub(crate) fn distinct_args(args: TokenStream, errors: &mut Errors) -> Option<Vec<Arg>> {
+    let args = errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args))?;
+    let mut distinct: Vec<Arg> = Vec::new();
+    for arg in args {
+        if distinct.iter().any(|seen| seen.name == arg.name) {
+            let message = format!("duplicate option `{}`", arg.name);
+            errors.push(syn::Error::new(arg.name.span(), message));
+        } else {
+            distinct.push(arg);
+        }
+    }
+    Some(distinct)
 }
 
 /// A string literal value.

@@ -76,20 +76,13 @@ fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
 /// Reads the arguments; `None` when `pool` is missing or they are not
 /// `name = value` pairs.
 fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
-    let args = errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args))?;
-    let mut seen: Vec<String> = Vec::new();
+    let args = args::distinct_args(args, errors)?;
     let mut pool = None;
     let mut tx = Ident::new("tx", Span::call_site());
     let mut begin = None;
     let mut crate_path = None;
     for Arg { name, value } in args {
-        let name_text = name.to_string();
-        if seen.contains(&name_text) {
-            let message = format!("duplicate option `{name_text}`");
-            errors.push(syn::Error::new(name.span(), message));
-            continue;
-        }
-        match name_text.as_str() {
+        match name.to_string().as_str() {
             "pool" => pool = Some(value),
             "tx" => tx = errors.check(binding(value)).unwrap_or(tx),
             "begin" => begin = errors.check(args::string(&value, "begin", r#""BEGIN IMMEDIATE""#)),
@@ -99,7 +92,6 @@ fn parse(args: TokenStream, errors: &mut Errors) -> Option<Options> {
                 errors.push(syn::Error::new(name.span(), message));
             }
         }
-        seen.push(name_text);
     }
     if pool.is_none() {
         errors.push(syn::Error::new(
