@@ -20,7 +20,7 @@ use crate::wait_queue::WaitTicket;
 use crate::{LockError, OwnerToken};
 
 /// The names one lock uses in its backend.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct LockKey {
     /// The key as the user wrote it, without namespace.
     pub(crate) user: String,
@@ -37,6 +37,22 @@ pub(crate) enum Attempt {
     Acquired { fence: u64 },
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
+}
+
+impl Attempt {
+    /// Reads the `{granted, value}` reply of `acquire.lua`: the fencing token
+    /// when granted, else the holder's remaining TTL in ms (negative: none).
+    pub(crate) fn from_acquire_reply(granted: i64, value: i64) -> Self {
+        if granted == 1 {
+            Attempt::Acquired {
+                fence: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            Attempt::Busy {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        }
+    }
 }
 
 /// One of the lock stores.

@@ -141,16 +141,10 @@ impl RedisBackend {
                 return Err(err);
             }
         };
-        if granted != 1 {
-            return Ok(Attempt::Busy {
-                remaining: u64::try_from(value).ok().map(Duration::from_millis),
-            });
-        }
+        let attempt = Attempt::from_acquire_reply(granted, value);
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
-        if acknowledged >= replicas.replicas {
-            return Ok(Attempt::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-            });
+        if matches!(attempt, Attempt::Busy { .. }) || acknowledged >= replicas.replicas {
+            return Ok(attempt);
         }
         tracing::warn!(
             key = %key.user,
@@ -221,11 +215,9 @@ fn undo_unanswered_acquire(
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let (lock, token) = (key.lock.clone(), token.clone());
+    let (key, token) = (key.clone(), token.clone());
     runtime.spawn(async move {
-        let mut release = scripts::RELEASE.prepare_invoke();
-        release.key(&lock).arg(token.as_str()).arg(&lock);
-        let release = release.invoke_async::<i64>(&mut connection);
+        let release = release(&mut connection, &key, &token);
         let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
     });
 }
@@ -244,15 +236,7 @@ pub(super) async fn acquire(
         .arg(ttl_ms)
         .invoke_async(connection)
         .await?;
-    Ok(if granted == 1 {
-        Attempt::Acquired {
-            fence: u64::try_from(value).unwrap_or(0),
-        }
-    } else {
-        Attempt::Busy {
-            remaining: u64::try_from(value).ok().map(Duration::from_millis),
-        }
-    })
+    Ok(Attempt::from_acquire_reply(granted, value))
 }
 
 /// Runs `release.lua` once on one server: whether our lock was deleted.
