@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed_lock::{
-    fencing_token, held_locks, lease_lost, LockError, LockManager, LockOptions, OnLost,
+    fencing_token, fencing_token_for, held_locks, lease_lost, LockError, LockManager, LockOptions,
+    OnLost,
 };
 use support::{
     assert_lease_lost, fixed_lease, is_owner_token, join_within, long, waiting, Harness,
@@ -73,6 +74,12 @@ conformance!(
     watchdog_keeps_lock_while_body_runs_three_ttls,
     fixed_lease_running_out_cancels_body_with_lease_lost,
     on_lost_continue_finishes_body_and_reports_loss,
+    reentering_a_lost_lease_fails_instead_of_running_unlocked,
+    reentered_scope_cancels_its_own_body_when_the_lease_is_lost,
+    fencing_token_is_the_innermost_scopes_keys_token,
+    ttl_too_long_to_represent_is_rejected_not_a_panic,
+    release_future_dropped_after_first_poll_still_releases,
+    acquire_future_dropped_after_first_poll_leaves_no_lock,
 );
 
 async fn held_lock_is_busy_for_other_managers_until_released(h: Harness) {
@@ -617,4 +624,124 @@ async fn on_lost_continue_finishes_body_and_reports_loss(h: Harness) {
         .expect("OnLost::Continue returns the body's result");
     assert!(!before, "lease reported lost while held");
     assert!(after, "lease_lost() false after the fixed lease ran out");
+}
+
+async fn reentering_a_lost_lease_fails_instead_of_running_unlocked(h: Harness) {
+    let outer = fixed_lease(Duration::from_millis(200)).on_lost(OnLost::Continue);
+    let (nested_with, nested_acquire) =
+        h.a.with_lock("k", outer, async {
+            sleep(Duration::from_millis(400)).await;
+            let ran = AtomicBool::new(false);
+            let nested_with =
+                h.a.with_lock("k", long(), async { ran.store(true, Ordering::SeqCst) })
+                    .await;
+            assert!(
+                !ran.load(Ordering::SeqCst),
+                "a body ran re-entered into a lost lease"
+            );
+            (
+                nested_with,
+                h.a.try_acquire("k", long())
+                    .await
+                    .map(|guard| guard.is_some()),
+            )
+        })
+        .await
+        .expect("OnLost::Continue returns the body's result");
+    assert_lease_lost(nested_with, "k");
+    assert_lease_lost(nested_acquire, "k");
+}
+
+async fn reentered_scope_cancels_its_own_body_when_the_lease_is_lost(h: Harness) {
+    let outer = fixed_lease(Duration::from_millis(300)).on_lost(OnLost::Continue);
+    let finished = AtomicBool::new(false);
+    let inner =
+        h.a.with_lock("k", outer, async {
+            timeout(
+                Duration::from_secs(5),
+                h.a.with_lock("k", long(), async {
+                    sleep(Duration::from_secs(3)).await;
+                    finished.store(true, Ordering::SeqCst);
+                }),
+            )
+            .await
+            .expect("the re-entered scope watches the lease")
+        })
+        .await
+        .expect("OnLost::Continue returns the body's result");
+    assert_lease_lost(inner, "k");
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the re-entered body went on after the lease was lost"
+    );
+}
+
+async fn fencing_token_is_the_innermost_scopes_keys_token(h: Harness) {
+    let (stock, order, innermost, stock_by_key) =
+        h.a.with_lock("stock:1", long(), async {
+            let stock = fencing_token().unwrap();
+            h.a.with_lock("order:9", long(), async {
+                let order = fencing_token().unwrap();
+                h.a.with_lock("stock:1", long(), async {
+                    (stock, order, fencing_token(), fencing_token_for("stock:1"))
+                })
+                .await
+                .unwrap()
+            })
+            .await
+            .unwrap()
+        })
+        .await
+        .unwrap();
+    assert_ne!(stock, order);
+    assert_eq!(
+        innermost,
+        Some(stock),
+        "fencing_token() in re-entered stock:1"
+    );
+    assert_eq!(stock_by_key, Some(stock));
+    assert_eq!(fencing_token_for("stock:1"), None, "outside every scope");
+}
+
+async fn ttl_too_long_to_represent_is_rejected_not_a_panic(h: Harness) {
+    for ttl in [Duration::MAX, Duration::from_secs(u64::MAX / 1000 + 1)] {
+        let result = h.a.try_acquire("k", LockOptions::new().ttl(ttl)).await;
+        assert!(
+            matches!(result, Err(LockError::InvalidOptions(_))),
+            "ttl {ttl:?} gave {result:?}"
+        );
+    }
+    let waits_forever = LockOptions::new()
+        .ttl(LONG_TTL_FOR_MAX_WAIT)
+        .wait(Duration::MAX);
+    let guard = h.a.acquire("k", waits_forever).await.expect("free lock");
+    guard.release().await.unwrap();
+}
+
+/// Any ttl the waiting test can use: the lock is free, so nobody waits.
+const LONG_TTL_FOR_MAX_WAIT: Duration = Duration::from_secs(30);
+
+async fn release_future_dropped_after_first_poll_still_releases(h: Harness) {
+    let guard =
+        h.a.try_acquire("k", long())
+            .await
+            .unwrap()
+            .expect("free lock");
+    let cut_short = timeout(Duration::ZERO, guard.release()).await;
+    assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
+    h.assert_freed_promptly("k").await;
+}
+
+async fn acquire_future_dropped_after_first_poll_leaves_no_lock(h: Harness) {
+    for _ in 0..20 {
+        if let Ok(acquired) = timeout(Duration::ZERO, h.a.try_acquire("k", long())).await {
+            acquired
+                .unwrap()
+                .expect("free lock")
+                .release()
+                .await
+                .unwrap();
+        }
+        h.assert_freed_promptly("k").await;
+    }
 }

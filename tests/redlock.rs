@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use distributed_lock::{LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{RedisServer, RespValue};
 
-/// The drift allowance of a Redlock lease: 1 % of the ttl plus 2 ms.
-fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+/// The safety margin of every lease: 6 % of the ttl plus 2 ms (1 % for clock
+/// drift, 5 % for the body to stop in time).
+fn margin(ttl: Duration) -> Duration {
+    ttl / 100 * 6 + Duration::from_millis(2)
 }
 
 fn urls(nodes: &[RedisServer]) -> Vec<String> {
@@ -221,7 +222,7 @@ impl Drop for Sleeper {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn slow_node_does_not_break_acquisition_and_validity_allows_for_drift() {
+async fn slow_node_does_not_break_acquisition_and_validity_keeps_a_safety_margin() {
     let nodes: Arc<Vec<RedisServer>> = Arc::new(
         (0..3)
             .map(|_| {
@@ -247,14 +248,14 @@ async fn slow_node_does_not_break_acquisition_and_validity_allows_for_drift() {
     let now = Instant::now();
     let until = guard.valid_until().expect("held");
     // The lease counts from before the first request, which lies between
-    // `start` and `now`, and is shortened by the drift allowance.
+    // `start` and `now`, and is shortened by the safety margin.
     assert!(
-        until >= start + ttl - drift(ttl),
+        until >= start + ttl - margin(ttl),
         "counted from the first request"
     );
     assert!(
-        until <= now + ttl - drift(ttl),
-        "shortened by the drift allowance"
+        until <= now + ttl - margin(ttl),
+        "shortened by the safety margin"
     );
     assert!(until < start + ttl, "never the naive start + ttl");
     assert!(until > now);

@@ -12,7 +12,9 @@ use crate::LockError;
 /// guard is dropped on any other exit path (early return, `?`, panic, or the
 /// future holding it being cancelled). Drop never blocks: it stops the watchdog
 /// and spawns the release on the current Tokio runtime. Dropped outside any
-/// runtime, the release cannot be sent and the lock expires after its TTL.
+/// runtime, or while the runtime shuts down (so the spawned release never
+/// runs), the release cannot be sent: a warning is logged and the lock
+/// expires after its TTL.
 ///
 /// A guard from a re-entrant acquisition shares its outer guard's lease and
 /// releases nothing; the outermost guard releases.
@@ -86,14 +88,59 @@ impl LockGuard {
     /// over: the lock was *not* deleted (it is someone else's now), and the
     /// work done under it was not protected. A connection error means the
     /// release did not arrive; the lock then expires after its TTL.
+    ///
+    /// Cancel-safe: the release is sent exactly once even if this future is
+    /// dropped before it completes (it runs as its own task on the current
+    /// Tokio runtime).
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         if self.reentered {
             return Ok(());
         }
         self.lease.stop_watchdog();
-        unlock(&self.lease).await
+        let lease = Arc::clone(&self.lease);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime
+                .spawn(PendingRelease::new(lease).send())
+                .await
+                .unwrap_or_else(|_| Err(runtime_gone(&self.lease.key.user))),
+            Err(_) => unlock(&lease).await,
+        }
     }
+}
+
+/// A release about to be sent. Dropped before it completed (its task was
+/// dropped, unpolled or mid-way, by a runtime shutting down), it warns: the
+/// lock then stays until its TTL ends.
+struct PendingRelease {
+    lease: Arc<Lease>,
+    done: bool,
+}
+
+impl PendingRelease {
+    fn new(lease: Arc<Lease>) -> Self {
+        PendingRelease { lease, done: false }
+    }
+
+    async fn send(mut self) -> Result<(), LockError> {
+        let released = unlock(&self.lease).await;
+        self.done = true;
+        released
+    }
+}
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        if !self.done {
+            tracing::warn!(key = %self.lease.key.user, "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
+        }
+    }
+}
+
+fn runtime_gone(key: &str) -> LockError {
+    LockError::Connection(format!(
+        "the release of `{key}` was cancelled because the Tokio runtime is shutting down; the lock expires after its TTL"
+    ))
 }
 
 async fn unlock(lease: &Lease) -> Result<(), LockError> {
@@ -125,9 +172,9 @@ impl Drop for LockGuard {
         self.lease.stop_watchdog();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                let lease = Arc::clone(&self.lease);
+                let release = PendingRelease::new(Arc::clone(&self.lease)).send();
                 runtime.spawn(async move {
-                    let _ = unlock(&lease).await;
+                    let _ = release.await;
                 });
             }
             Err(_) => tracing::warn!(

@@ -10,6 +10,26 @@ use crate::backend::LockKey;
 use crate::watchdog::Watchdog;
 use crate::{LockManager, OwnerToken};
 
+/// Part of a lease the holder gives up at its end, as a share of the ttl:
+/// the client's and the server's clocks may run at rates 1 % apart, and the
+/// body needs time to observe the loss and stop (5 %).
+const MARGIN_PERCENT: u32 = 6;
+/// Fixed part of the safety margin, for tiny ttls.
+const MARGIN_FLOOR: Duration = Duration::from_millis(2);
+
+/// The safety margin of a lease of `ttl`: 6 % of it plus 2 ms.
+pub(crate) fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 100 * MARGIN_PERCENT + MARGIN_FLOOR
+}
+
+/// How long after an acquisition or renewal was *sent* the holder treats its
+/// lease as certainly valid: the ttl less the [`safety_margin`]. The server
+/// keeps the key for the full ttl from when it *ran* the command, which is
+/// later, so the holder's view always ends first.
+pub(crate) fn validity(ttl: Duration) -> Duration {
+    ttl.saturating_sub(safety_margin(ttl))
+}
+
 /// Whether the lease is still ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseStatus {
@@ -31,18 +51,17 @@ pub(crate) struct Lease {
 
 impl Lease {
     /// A lease granted by the backend; `requested_at` is when the acquiring
-    /// command was sent, so validity (`valid_for`: the ttl, less Redlock's
-    /// drift allowance) is counted conservatively from then.
+    /// command was sent, so its [`validity`] is counted conservatively from then.
     pub(crate) fn new(
         manager: LockManager,
         key: Arc<LockKey>,
         token: OwnerToken,
         fence: u64,
-        valid_for: Duration,
+        ttl: Duration,
         requested_at: Instant,
     ) -> Self {
         let (status, _) = watch::channel(LeaseStatus::Held {
-            valid_until: requested_at + valid_for,
+            valid_until: requested_at + validity(ttl),
         });
         Lease {
             manager,
@@ -82,12 +101,30 @@ impl Lease {
         }
     }
 
-    /// Resolves once the lease is lost; never, while it is held.
+    /// Resolves once the lease is lost: reported so by renewal or release, or
+    /// its validity reached without a renewal, whether or not the watchdog
+    /// got to run (a stalled renewal cannot hold this back). Pending while the
+    /// lease is held.
     pub(crate) async fn lost(&self) {
         let mut status = self.status.subscribe();
-        let _ = status.wait_for(|status| *status == LeaseStatus::Lost).await;
+        loop {
+            let valid_until = match *status.borrow_and_update() {
+                LeaseStatus::Held { valid_until } => valid_until,
+                LeaseStatus::Lost => return,
+            };
+            if valid_until <= Instant::now() {
+                self.mark_lost();
+                return;
+            }
+            tokio::select! {
+                // The sender lives in `self`, so `changed` cannot fail here.
+                _ = status.changed() => {}
+                () = tokio::time::sleep_until(valid_until.into()) => {}
+            }
+        }
     }
 
+    /// Marks the lease lost for good: a late renewal cannot revive it.
     pub(crate) fn mark_lost(&self) {
         self.status.send_replace(LeaseStatus::Lost);
     }
@@ -96,5 +133,27 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.stop_watchdog();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn margin_is_six_percent_plus_two_ms() {
+        assert_eq!(
+            safety_margin(Duration::from_secs(1)),
+            Duration::from_millis(62)
+        );
+        assert_eq!(
+            validity(Duration::from_secs(30)),
+            Duration::from_millis(28_198)
+        );
+    }
+
+    #[test]
+    fn a_tiny_ttl_has_no_validity_rather_than_underflowing() {
+        assert_eq!(validity(Duration::from_millis(1)), Duration::ZERO);
     }
 }

@@ -8,6 +8,8 @@ use crate::backend::{
     Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, TlsConfig,
 };
 use crate::lease::Lease;
+use crate::options::MinReplicas;
+use crate::pending::PendingAcquire;
 use crate::watchdog::Watchdogs;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
 
@@ -15,6 +17,10 @@ use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
 /// message before it tries anyway (the holder may be in another process and
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
+
+/// Longest pause of a waiter between two attempts, whatever TTL the holder
+/// reports (any client may have set a key with a huge TTL).
+const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
 
 /// Hands out locks from one backend. Cheap to clone; clones share the
 /// backend's multiplexed, auto-reconnecting connections (one per server) and
@@ -53,8 +59,12 @@ impl Default for LockManagerBuilder {
 }
 
 impl LockManagerBuilder {
-    /// Prefix of every lock key in Redis (default `lock:`). Fencing counters
-    /// live under the same prefix with `-fence` added (`lock-fence:`).
+    /// Prefix of every lock key in Redis (default `lock:`). A `:` is added
+    /// when the prefix does not end with one (`app` becomes `app:`), and
+    /// fencing counters live under the prefix with `-fence` before that `:`
+    /// (`app-fence:`). So every lock key starts with `<base>:` and every
+    /// internal key with `<base>-fence:`: no user key, whatever characters it
+    /// holds, can name an internal key.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
         self
@@ -113,7 +123,7 @@ impl LockManagerBuilder {
     /// Each acquisition costs one round trip to all nodes plus one more to
     /// write the fencing token back (which keeps tokens strictly increasing
     /// across quorums); renewal and release cost one. The lease is valid for
-    /// the ttl less a clock drift allowance (ttl / 100 + 2 ms), counted from
+    /// the ttl less a safety margin (6 % of the ttl + 2 ms), counted from
     /// before the first request, and [`LockGuard::valid_until`] reports it.
     /// The nodes must not fail over to replicas, and a node that restarts
     /// without its data must stay down for at least the longest ttl in use,
@@ -142,16 +152,28 @@ impl LockManagerBuilder {
     }
 
     fn build(self, backend: Backend) -> LockManager {
-        let fence_namespace = format!("{}-fence:", self.namespace.trim_end_matches(':'));
+        let (namespace, fence_namespace) = key_prefixes(self.namespace);
         LockManager {
             inner: Arc::new(ManagerInner {
                 backend: Arc::new(backend),
-                namespace: self.namespace,
+                namespace,
                 fence_namespace,
                 watchdogs: Arc::default(),
             }),
         }
     }
+}
+
+/// The prefixes of lock keys and of fencing counters for a namespace: `base:`
+/// and `base-fence:`. They differ at the character after `base` (`:` and
+/// `-`), so no key under one can be a key under the other.
+fn key_prefixes(mut namespace: String) -> (String, String) {
+    if !namespace.ends_with(':') {
+        namespace.push(':');
+    }
+    let base = &namespace[..namespace.len() - 1];
+    let fence = format!("{base}-fence:");
+    (namespace, fence)
 }
 
 impl LockManager {
@@ -222,7 +244,8 @@ impl LockManager {
     /// running out), never by polling.
     ///
     /// Inside a lock scope that already holds `key` this re-enters (or fails
-    /// with `AlreadyHeld` for non-re-entrant options). Fails with `Timeout`
+    /// with `AlreadyHeld` for non-re-entrant options, and with `LeaseLost`
+    /// when the scope's lease on `key` is already lost). Fails with `Timeout`
     /// when the lock stayed busy, `Connection` when Redis is unreachable
     /// (for Redlock: when fewer than a quorum of nodes answer), and
     /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
@@ -253,6 +276,11 @@ impl LockManager {
     /// re-enter, and [`fencing_token`](crate::fencing_token) returns its token.
     /// With `OnLost::Cancel` (the default) the body is dropped at its next
     /// `.await` once the lease is lost and this returns `LockError::LeaseLost`.
+    /// A re-entered call watches the shared lease with its own `on_lost`, and
+    /// a call that re-enters a lease already lost fails with `LeaseLost`.
+    ///
+    /// Cancel-safe: dropping this future at any `.await` leaves no lock
+    /// behind (an acquisition in flight is undone, a held lock released).
     pub async fn with_lock<F: Future>(
         &self,
         key: &str,
@@ -261,9 +289,6 @@ impl LockManager {
     ) -> Result<F::Output, LockError> {
         let on_lost = options.on_lost;
         let guard = self.acquire(key, options).await?;
-        if guard.is_reentered() {
-            return Ok(body.await);
-        }
         let lease = Arc::clone(guard.lease());
         let scoped = scope::enter(Arc::clone(&lease), body);
         let output = match on_lost {
@@ -301,6 +326,15 @@ impl LockManager {
                     key: key.to_owned(),
                 });
             }
+            if lease.is_lost() {
+                tracing::warn!(
+                    key,
+                    "re-entry refused: the enclosing scope's lease on this key is lost"
+                );
+                return Err(LockError::LeaseLost {
+                    key: key.to_owned(),
+                });
+            }
             tracing::debug!(key, "lock re-entered by its own scope");
             return Ok(Some(LockGuard::reentered(lease)));
         }
@@ -314,9 +348,7 @@ impl LockManager {
         let mut requested_at = Instant::now();
         let mut attempt = Attempt::Busy { remaining: None };
         if !queue_behind {
-            attempt = backend
-                .try_lock(&lock_key, &token, ttl_ms, replicas)
-                .await?;
+            attempt = self.attempt(&lock_key, &token, ttl_ms, replicas).await?;
         }
         if let Attempt::Busy { remaining } = attempt {
             if wait.is_zero() {
@@ -325,11 +357,19 @@ impl LockManager {
             }
             // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
             let deadline = started.checked_add(wait);
-            let ticket = backend.watch(&lock_key).await;
+            // Subscribing is bounded by the wait too: past the deadline, one
+            // last attempt decides.
+            let watching = backend.watch(&lock_key);
+            let ticket = match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
+                    .await
+                    .ok(),
+                None => Some(watching.await),
+            };
             tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
             let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
             loop {
-                if let Some(retry_at) = retry_at {
+                if let (Some(retry_at), Some(ticket)) = (retry_at, &ticket) {
                     let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
                     tokio::select! {
                         () = ticket.woken() => {}
@@ -337,9 +377,7 @@ impl LockManager {
                     }
                 }
                 requested_at = Instant::now();
-                attempt = backend
-                    .try_lock(&lock_key, &token, ttl_ms, replicas)
-                    .await?;
+                attempt = self.attempt(&lock_key, &token, ttl_ms, replicas).await?;
                 let Attempt::Busy { remaining } = attempt else {
                     break;
                 };
@@ -349,7 +387,9 @@ impl LockManager {
                     return Ok(None);
                 }
                 retry_at = Some(match remaining {
-                    Some(remaining) => now + remaining + Duration::from_millis(1),
+                    Some(remaining) => {
+                        now + remaining.min(LONGEST_PAUSE) + Duration::from_millis(1)
+                    }
                     None => now + Duration::from_millis(10),
                 });
             }
@@ -360,6 +400,21 @@ impl LockManager {
         tracing::debug!(key, fence, waited = ?started.elapsed(), "lock acquired");
         let lease = self.start_lease(lock_key, token, fence, options, requested_at);
         Ok(Some(LockGuard::owner(lease)))
+    }
+
+    /// One attempt, undone if the caller goes away while it is in flight.
+    async fn attempt(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: Option<MinReplicas>,
+    ) -> Result<Attempt, LockError> {
+        let backend = self.backend();
+        let pending = PendingAcquire::new(backend, key, token);
+        let attempt = backend.try_lock(key, token, ttl_ms, replicas).await;
+        pending.settled();
+        attempt
     }
 
     fn start_lease(
@@ -376,7 +431,7 @@ impl LockManager {
             Arc::clone(&key),
             token.clone(),
             fence,
-            self.backend().validity(options.ttl),
+            options.ttl,
             requested_at,
         );
         let watchdog = self.inner.watchdogs.watch(
@@ -386,6 +441,7 @@ impl LockManager {
             options.ttl,
             options.renew,
             lease.status.clone(),
+            requested_at,
         );
         lease.set_watchdog(watchdog);
         Arc::new(lease)
@@ -397,5 +453,52 @@ impl std::fmt::Debug for LockManager {
         f.debug_struct("LockManager")
             .field("namespace", &self.inner.namespace)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_gets_a_trailing_separator() {
+        assert_eq!(
+            key_prefixes("app".into()),
+            ("app:".into(), "app-fence:".into())
+        );
+        assert_eq!(
+            key_prefixes("lock:".into()),
+            ("lock:".into(), "lock-fence:".into())
+        );
+        assert_eq!(key_prefixes(String::new()), (":".into(), "-fence:".into()));
+    }
+
+    #[test]
+    fn no_user_key_can_name_an_internal_key() {
+        let namespaces = ["lock", "lock:", "", ":", "lock-fence", "a:b", "x-fence:"];
+        let keys = [
+            "",
+            "x",
+            "-fence:x",
+            ":x",
+            "fence:x",
+            "lock-fence:x",
+            "-fence:",
+            "{x}",
+            "\u{0}",
+        ];
+        for namespace in namespaces {
+            let manager = LockManager::builder().namespace(namespace).in_memory();
+            let locks: Vec<LockKey> = keys.iter().map(|key| manager.lock_key(key)).collect();
+            for lock in &locks {
+                for other in &locks {
+                    assert_ne!(
+                        lock.lock, other.fence,
+                        "namespace {namespace:?}: user key {:?} names the fencing counter of {:?}",
+                        lock.user, other.user
+                    );
+                }
+            }
+        }
     }
 }

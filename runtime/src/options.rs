@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The longest ttl a lease may have.
+const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// What the annotated body does when its lease is lost mid-way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLost {
@@ -57,7 +60,9 @@ impl LockOptions {
     }
 
     /// Lease length. The lock always has this TTL in Redis; the watchdog extends it
-    /// by this much every `ttl / 3` while the holder runs. Must be at least 1 ms.
+    /// by this much every `ttl / 3` while the holder runs. Must be at least
+    /// 1 ms and at most 365 days (otherwise acquisitions fail with
+    /// `LockError::InvalidOptions`).
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -145,6 +150,12 @@ impl LockOptions {
     }
 
     pub(crate) fn ttl_millis(&self) -> Result<u64, crate::LockError> {
+        if self.ttl > MAX_TTL {
+            return Err(crate::LockError::InvalidOptions(format!(
+                "ttl {:?} is longer than the longest lease, 365 days: a lock that outlives its holder must expire; keep the ttl short, the watchdog renews it",
+                self.ttl
+            )));
+        }
         let ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         if ms == 0 {
             return Err(crate::LockError::InvalidOptions(

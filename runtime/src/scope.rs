@@ -48,13 +48,28 @@ fn innermost<T>(read: impl FnOnce(&Lease) -> T) -> Option<T> {
     HELD.try_with(|held| read(&held.lease)).ok()
 }
 
-/// The fencing token of the innermost lock held by the running lock scope.
+/// The fencing token of the innermost lock scope's key: in
+/// `stock:1 → order:9 → stock:1` (the last one re-entered), `stock:1`'s.
 ///
 /// Pass it to storage with each write (`UPDATE … SET fence = $t WHERE fence < $t`)
 /// so that a holder whose lease was lost cannot overwrite newer data.
-/// `None` outside a lock scope.
+/// `None` outside a lock scope. For a given key's token use
+/// [`fencing_token_for`].
 pub fn fencing_token() -> Option<u64> {
     innermost(|lease| lease.fence)
+}
+
+/// The fencing token of the lock on `key` (as given to `acquire`, without
+/// namespace) held by the running lock scope or one of its enclosing scopes;
+/// `None` when none of them holds `key`.
+pub fn fencing_token_for(key: &str) -> Option<u64> {
+    HELD.try_with(|held| {
+        held.iter()
+            .find(|lease| lease.key.user == key)
+            .map(|lease| lease.fence)
+    })
+    .ok()
+    .flatten()
 }
 
 /// Whether any lock held by the running lock scope has lost its lease.
@@ -64,8 +79,21 @@ pub fn lease_lost() -> bool {
         .unwrap_or(false)
 }
 
-/// The keys (without namespace) held by the running lock scope, innermost first.
+/// The keys (without namespace) held by the running lock scope, innermost
+/// first, each once (a re-entered key is listed where it was first taken).
 pub fn held_locks() -> Vec<String> {
-    HELD.try_with(|held| held.iter().map(|lease| lease.key.user.clone()).collect())
-        .unwrap_or_default()
+    HELD.try_with(|held| {
+        let leases: Vec<&Arc<Lease>> = held.iter().collect();
+        leases
+            .iter()
+            .enumerate()
+            .filter(|(index, lease)| {
+                !leases[index + 1..]
+                    .iter()
+                    .any(|outer| Arc::ptr_eq(outer, lease))
+            })
+            .map(|(_, lease)| lease.key.user.clone())
+            .collect()
+    })
+    .unwrap_or_default()
 }

@@ -5,6 +5,13 @@
 //! of them) never touches the timer at all. A renewal that is due runs in its
 //! own short task, so a slow server delays no other lease's renewal. The timer
 //! task ends one second after the manager's last lease is gone.
+//!
+//! Renewals are sent every `ttl / 3`, counted from when the acquisition (or
+//! the last successful renewal) was *sent*. A failed renewal is retried every
+//! `ttl / 12`, but never past the lease's validity: once that is reached with
+//! no renewal granted, whatever the failure (refused, reset, silent, slow), the
+//! lease is reported lost. `Lease::lost` also wakes at the validity on its own,
+//! so a stalled timer cannot delay the report either.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -15,7 +22,7 @@ use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
 
 use crate::backend::{Backend, LockKey};
-use crate::lease::LeaseStatus;
+use crate::lease::{self, LeaseStatus};
 use crate::OwnerToken;
 
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
@@ -64,8 +71,10 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Watchdogs {
-    /// Starts watching a new lease: renewal every `ttl / 3` when `renew`,
-    /// otherwise a loss report when its fixed validity ends.
+    /// Starts watching a new lease whose acquisition was sent at `sent`:
+    /// renewal every `ttl / 3` when `renew`, otherwise a loss report when its
+    /// fixed validity ends.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn watch(
         self: &Arc<Self>,
         backend: Arc<Backend>,
@@ -74,6 +83,7 @@ impl Watchdogs {
         ttl: Duration,
         renew: bool,
         status: watch::Sender<LeaseStatus>,
+        sent: Instant,
     ) -> Arc<Watchdog> {
         let watchdog = Arc::new(Watchdog {
             backend,
@@ -86,7 +96,7 @@ impl Watchdogs {
             state: Mutex::new(WatchState::default()),
         });
         let first = match watchdog.valid_until() {
-            Some(_) if renew => Instant::now() + watchdog.period(),
+            Some(_) if renew => sent + watchdog.period(),
             Some(valid_until) => valid_until,
             None => return watchdog,
         };
@@ -223,38 +233,57 @@ impl Watchdog {
     }
 
     /// One renewal, bounded by the current validity; schedules the next one
-    /// or reports the loss.
+    /// (a retry no later than the validity) or reports the loss.
     async fn renew_once(self: Arc<Self>) {
         let Some(valid_until) = self.valid_until() else {
             return;
         };
+        if Instant::now() >= valid_until {
+            self.report_lost("no renewal was granted before the lease's validity ended");
+            return;
+        }
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         let sent = Instant::now();
         let renewal = self.backend.renew(&self.key, &self.token, ttl_ms);
         let next = match timeout_at(valid_until.into(), renewal).await {
             Ok(Ok(true)) => {
-                let valid_until = sent + self.backend.validity(self.ttl);
-                self.status.send_replace(LeaseStatus::Held { valid_until });
+                let renewed_until = sent + lease::validity(self.ttl);
+                let extended = self.status.send_if_modified(|status| match status {
+                    LeaseStatus::Held { valid_until } if *valid_until > Instant::now() => {
+                        *valid_until = renewed_until;
+                        true
+                    }
+                    _ => false,
+                });
+                if !extended {
+                    return;
+                }
                 tracing::trace!(key = %self.key.user, "lease renewed");
                 sent + self.period()
             }
             Ok(Ok(false)) => {
-                tracing::warn!(key = %self.key.user, "lease lost: the lock expired or was taken over by another owner");
-                self.status.send_replace(LeaseStatus::Lost);
+                self.report_lost("the lock expired or was taken over by another owner");
                 return;
             }
             Ok(Err(err)) => {
-                tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease runs out");
-                Instant::now() + (self.period() / 4).max(MIN_PERIOD)
+                tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
+                let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
+                retry.min(valid_until)
             }
             Err(_) => {
-                tracing::warn!(key = %self.key.user, "lease lost: could not renew before it ran out");
-                self.status.send_replace(LeaseStatus::Lost);
+                self.report_lost("no renewal was granted before the lease's validity ended");
                 return;
             }
         };
         if let Some(timer) = self.timer.upgrade() {
             timer.schedule(&self, next);
         }
+    }
+
+    fn report_lost(&self, why: &str) {
+        if !locked(&self.state).stopped {
+            tracing::warn!(key = %self.key.user, "lease lost: {why}");
+        }
+        self.status.send_replace(LeaseStatus::Lost);
     }
 }

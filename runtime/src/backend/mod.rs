@@ -82,15 +82,6 @@ impl Backend {
         }
     }
 
-    /// How long after an acquisition or renewal was sent the lease is
-    /// certainly valid: the ttl, less Redlock's clock drift allowance.
-    pub(crate) fn validity(&self, ttl: Duration) -> Duration {
-        match self {
-            Backend::Redis(_) | Backend::Memory(_) => ttl,
-            Backend::Redlock(redlock) => redlock.validity(ttl),
-        }
-    }
-
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
     pub(crate) async fn unlock(
         &self,

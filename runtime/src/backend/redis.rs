@@ -110,7 +110,10 @@ impl RedisBackend {
             .cmd("WAIT")
             .arg(replicas.replicas)
             .arg(wait_ms);
-        let limit = self.config.response_timeout + replicas.timeout;
+        let limit = self
+            .config
+            .response_timeout
+            .saturating_add(replicas.timeout);
         let send = |mut connection: ConnectionManager| {
             let pipeline = &pipeline;
             async move {

@@ -10,9 +10,10 @@
 //! loss of any minority while it is held; it stops early only once a quorum
 //! refused. A node that times out may still apply the SET later; it carries
 //! our token, and renewal and release cover it. The clock starts before the
-//! first send. The lease is valid until start + ttl − drift, where
-//! drift = ttl / 100 + 2 ms allows for the nodes' clocks running at slightly
-//! different rates; the acquisition succeeds only if that is still in the
+//! first send. The lease is valid until start + ttl − margin, where the
+//! lease's safety margin (6 % of the ttl + 2 ms, see `lease.rs`) allows for
+//! the nodes' clocks running at slightly different rates and for the body to
+//! stop in time; the acquisition succeeds only if that is still in the
 //! future once the fencing token is written back (below).
 //!
 //! When it fails, the lock is released on *all* nodes, also on those that did
@@ -84,16 +85,15 @@ use super::notify::{Notifications, WhenUnreachable};
 use super::redis::{acquire, manager_config, open_manager, release, renew, RedisConfig};
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
+use crate::lease;
 use crate::options::MinReplicas;
 use crate::scripts;
 use crate::wait_queue::WaitTicket;
 use crate::{LockError, OwnerToken};
 
-/// Shortest ttl a Redlock lease may have: below it the drift allowance and two
+/// Shortest ttl a Redlock lease may have: below it the safety margin and two
 /// round trips leave next to no validity.
 const MIN_TTL: Duration = Duration::from_millis(10);
-/// Fixed part of the clock drift allowance.
-const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 /// Shortest and longest pause before retrying after a split vote, in ms.
 const JITTER_MS: (u64, u64) = (5, 50);
 
@@ -210,12 +210,6 @@ impl RedlockBackend {
         })
     }
 
-    /// How long after sending an acquisition or renewal the lease is certainly
-    /// valid: the ttl less the clock drift allowance.
-    pub(crate) fn validity(&self, ttl: Duration) -> Duration {
-        ttl.saturating_sub(drift(ttl))
-    }
-
     /// One round on all nodes; see the module documentation.
     pub(crate) async fn try_lock(
         &self,
@@ -232,7 +226,7 @@ impl RedlockBackend {
         let ttl = Duration::from_millis(ttl_ms);
         if ttl < MIN_TTL {
             return Err(LockError::InvalidOptions(format!(
-                "Redlock needs a ttl of at least {MIN_TTL:?}, got {ttl:?}: the drift allowance and the round trips would leave next to no validity"
+                "Redlock needs a ttl of at least {MIN_TTL:?}, got {ttl:?}: the safety margin and the round trips would leave next to no validity"
             )));
         }
         let timeout = self.node_timeout(ttl);
@@ -260,9 +254,11 @@ impl RedlockBackend {
                 .max()
                 .unwrap_or(0);
             let granted: Vec<usize> = round.granted.iter().map(|&(index, _)| index).collect();
-            let written = self.write_fence(key, fence, &granted, timeout).await;
+            let written = self
+                .write_fence(key, fence, ttl_ms, &granted, timeout)
+                .await;
             let elapsed = started.elapsed();
-            if written >= quorum && elapsed < self.validity(ttl) {
+            if written >= quorum && elapsed < lease::validity(ttl) {
                 return Ok(Attempt::Acquired { fence });
             }
             tracing::debug!(key = %key.user, written, ?elapsed, "Redlock quorum granted, but too late or the fencing token did not reach a quorum; releasing");
@@ -360,12 +356,14 @@ impl RedlockBackend {
         (ttl / 10).min(self.response_timeout)
     }
 
-    /// Raises the fencing counter to `fence` on every node; returns how many of
-    /// the `granted` nodes acknowledged, stopping once a quorum did.
+    /// Raises the fencing counter to `fence` on every node and refreshes its
+    /// expiry for a lease of `ttl_ms`; returns how many of the `granted` nodes
+    /// acknowledged, stopping once a quorum did.
     async fn write_fence(
         &self,
         key: &LockKey,
         fence: u64,
+        ttl_ms: u64,
         granted: &[usize],
         timeout: Duration,
     ) -> usize {
@@ -376,6 +374,7 @@ impl RedlockBackend {
                 scripts::FENCE_FLOOR
                     .key(&key.fence)
                     .arg(fence)
+                    .arg(ttl_ms)
                     .invoke_async::<i64>(&mut node)
                     .await
             },
@@ -475,11 +474,6 @@ impl Tally {
     }
 }
 
-/// Allowance for the nodes' clocks running at different rates during a lease.
-fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + DRIFT_FLOOR
-}
-
 /// A random pause in `JITTER_MS`, so contenders of a split vote do not retry in lockstep.
 fn jitter() -> Duration {
     let (low, high) = JITTER_MS;
@@ -490,12 +484,6 @@ fn jitter() -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn drift_is_one_percent_plus_two_ms() {
-        assert_eq!(drift(Duration::from_secs(1)), Duration::from_millis(12));
-        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
-    }
 
     #[test]
     fn jitter_stays_in_range() {

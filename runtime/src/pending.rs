@@ -1,0 +1,60 @@
+//! Cancellation safety of acquisitions: an attempt in flight whose caller goes
+//! away (its future dropped by `timeout`, `select!`, or a client that hung
+//! up) may still be granted by the server. Such an attempt is undone.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, LockKey};
+use crate::OwnerToken;
+
+/// One acquisition attempt sent (or about to be sent) with `token`. Dropped
+/// before [`settled`](Self::settled), it spawns a release with the same token
+/// on the current runtime: compare-and-delete only frees the lock if this
+/// attempt took it, and on a single server it travels on the connection that
+/// carried the attempt, so it arrives after it.
+pub(crate) struct PendingAcquire<'a> {
+    backend: &'a Arc<Backend>,
+    key: &'a LockKey,
+    token: &'a OwnerToken,
+    settled: bool,
+}
+
+impl<'a> PendingAcquire<'a> {
+    /// Marks an attempt that is about to be sent.
+    pub(crate) fn new(backend: &'a Arc<Backend>, key: &'a LockKey, token: &'a OwnerToken) -> Self {
+        PendingAcquire {
+            backend,
+            key,
+            token,
+            settled: false,
+        }
+    }
+
+    /// The attempt's answer reached its caller, who owns the outcome now.
+    pub(crate) fn settled(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for PendingAcquire<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(key = %self.key.user, "an acquisition was cancelled outside a Tokio runtime; if it was granted, the lock expires after its TTL");
+            return;
+        };
+        let (backend, key, token) = (
+            Arc::clone(self.backend),
+            self.key.clone(),
+            self.token.clone(),
+        );
+        tracing::debug!(key = %key.user, "acquisition cancelled in flight; undoing it");
+        runtime.spawn(async move {
+            if let Err(err) = backend.unlock(&key, &token).await {
+                tracing::warn!(key = %key.user, error = %err, "could not undo a cancelled acquisition; if it was granted, the lock expires after its TTL");
+            }
+        });
+    }
+}
