@@ -8,6 +8,9 @@
 //! when dropped, also when a test panics. The binary is `redis-server` from
 //! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable.
 //!
+//! A [`FaultProxy`] in front of a server injects network faults for the
+//! connections made through it: cut, silent partition (blackhole) and delay.
+//!
 //! ```
 //! use distributed_lock_testkit::{RedisServer, RespValue};
 //!
@@ -22,12 +25,14 @@
 
 mod ports;
 mod process;
+mod proxy;
 mod resp;
 mod server;
 mod tempdir;
 
 use std::time::Duration;
 
+pub use proxy::FaultProxy;
 pub use resp::RespValue;
 pub use server::{RedisServer, RedisServerBuilder};
 

@@ -1,0 +1,279 @@
+//! Cancellation safety at every `.await`: each public future is dropped after
+//! its k-th poll, for k = 1, 2, … until it completes by itself, with every
+//! command delayed by a fault-injection proxy so that each await point is
+//! really pending. After each drop no lock may be left behind, and no two
+//! bodies may ever run under the same key at once.
+//!
+//! Runs on one Redis server, on Redlock over three, and in memory.
+
+mod support;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
+use distributed_lock_testkit::{FaultProxy, RedisServer};
+use support::{poll_async, PROMPTLY};
+
+/// Latency the proxy adds to every chunk, in each direction.
+const LATENCY: Duration = Duration::from_millis(15);
+/// Most polls any of the futures needs; a future still pending after this
+/// many is a hang, not a cancellation point.
+const MAX_POLLS: usize = 40;
+const KEY: &str = "cancel:1";
+
+/// One backend seen through delaying proxies, plus a direct view of its keys.
+struct Setup {
+    delayed: LockManager,
+    /// Servers, to check from outside whether a lock key exists.
+    servers: Vec<RedisServer>,
+    _proxies: Vec<FaultProxy>,
+    /// For the in-memory backend, the only way to look at its table.
+    memory: Option<LockManager>,
+}
+
+impl Setup {
+    async fn redis(nodes: usize) -> Setup {
+        let servers: Vec<RedisServer> = (0..nodes).map(|_| RedisServer::start()).collect();
+        let proxies: Vec<FaultProxy> = servers
+            .iter()
+            .map(|server| FaultProxy::start(server.addr()))
+            .collect();
+        for proxy in &proxies {
+            proxy.delay(LATENCY);
+        }
+        let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+        let builder = LockManager::builder().response_timeout(Duration::from_secs(2));
+        let delayed = if nodes == 1 {
+            builder.connect(&urls[0]).await
+        } else {
+            builder.redlock(&urls).await
+        }
+        .expect("connect through the proxies");
+        Setup {
+            delayed,
+            servers,
+            _proxies: proxies,
+            memory: None,
+        }
+    }
+
+    fn memory() -> Setup {
+        let manager = LockManager::in_memory();
+        Setup {
+            delayed: manager.clone(),
+            servers: Vec::new(),
+            _proxies: Vec::new(),
+            memory: Some(manager),
+        }
+    }
+
+    /// Whether the lock on `KEY` exists anywhere, looked at from outside.
+    async fn lock_exists(&self) -> bool {
+        if let Some(memory) = &self.memory {
+            let memory = memory.clone();
+            return tokio::spawn(async move {
+                match memory.try_acquire(KEY, LockOptions::new()).await {
+                    Ok(Some(guard)) => {
+                        guard.release().await.expect("probe releases");
+                        false
+                    }
+                    Ok(None) => true,
+                    Err(err) => panic!("probe failed: {err}"),
+                }
+            })
+            .await
+            .expect("probe task");
+        }
+        let key = format!("lock:{KEY}");
+        self.servers.iter().any(|server| {
+            server
+                .command(&["EXISTS", &key])
+                .expect("EXISTS")
+                .as_integer()
+                == Some(1)
+        })
+    }
+
+    /// Fails the test unless no lock on `KEY` is left within [`PROMPTLY`].
+    async fn assert_no_lock_left(&self, what: &str, polls: usize) {
+        let freed = poll_async(PROMPTLY, || async { !self.lock_exists().await }).await;
+        assert!(
+            freed,
+            "{what} dropped after poll {polls} left its lock behind"
+        );
+    }
+}
+
+/// Polls `future` until it completes, or until it has been polled `polls`
+/// times and is still pending: then drops it and returns `None`.
+async fn drop_after_polls<F: Future>(future: F, polls: usize) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut pending = 0;
+    std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(Some(output)),
+        Poll::Pending => {
+            pending += 1;
+            if pending >= polls {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
+
+/// Counts bodies running under `KEY`; two at once is a double grant.
+#[derive(Default)]
+struct Occupancy(AtomicUsize);
+
+impl Occupancy {
+    /// Occupies `KEY` for `hold`, or until this future is dropped.
+    async fn occupy(&self, hold: Duration) {
+        let before = self.0.fetch_add(1, Ordering::SeqCst);
+        let _leave = Leave(&self.0);
+        assert_eq!(before, 0, "two holders of `{KEY}` at once");
+        tokio::time::sleep(hold).await;
+    }
+}
+
+/// Leaves the occupancy when the body ends, also by cancellation.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn options() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(30))
+}
+
+#[distributed_lock(key = "cancel:{id}", ttl = "30s", wait = "5s", client = manager)]
+async fn annotated(manager: &LockManager, id: u32, occupancy: &Occupancy) -> Result<(), LockError> {
+    occupancy.occupy(Duration::from_millis(20)).await;
+    let _ = id;
+    Ok(())
+}
+
+/// Drops every public future after each of its polls, in turn.
+async fn every_future_at_every_await(setup: Setup) {
+    let locks = &setup.delayed;
+    let occupancy = Arc::new(Occupancy::default());
+    let mut covered = Vec::new();
+
+    let polls = cancel_at_each_poll(&setup, "try_acquire", || async {
+        if let Ok(Some(guard)) = locks.try_acquire(KEY, options()).await {
+            guard.release().await.expect("release");
+        }
+    })
+    .await;
+    covered.push(("try_acquire", polls));
+
+    let polls = cancel_at_each_poll(&setup, "acquire behind a holder", || async {
+        let holder = locks
+            .try_acquire(KEY, options())
+            .await
+            .expect("holder")
+            .expect("the key is free between rounds");
+        let release_soon = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            holder.release().await.expect("holder releases");
+        });
+        let waiting = options().wait(Duration::from_secs(5));
+        let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
+        if let Some(Ok(guard)) = inner.await {
+            guard.release().await.expect("release");
+        }
+        release_soon.await.expect("release task");
+    })
+    .await;
+    covered.push(("acquire behind a holder", polls));
+
+    let polls = cancel_at_each_poll(&setup, "release", || async {
+        let guard = locks
+            .try_acquire(KEY, options())
+            .await
+            .expect("acquire")
+            .expect("free");
+        guard.release().await.expect("release");
+    })
+    .await;
+    covered.push(("release (with its acquire)", polls));
+
+    let polls = cancel_at_each_poll(&setup, "with_lock", || {
+        let occupancy = Arc::clone(&occupancy);
+        async move {
+            let body = occupancy.occupy(Duration::from_millis(20));
+            locks
+                .with_lock(KEY, options().wait(Duration::from_secs(5)), body)
+                .await
+                .expect("with_lock");
+        }
+    })
+    .await;
+    covered.push(("with_lock", polls));
+
+    let polls = cancel_at_each_poll(&setup, "annotated call", || {
+        let occupancy = Arc::clone(&occupancy);
+        async move {
+            annotated(locks, 1, &occupancy).await.expect("annotated");
+        }
+    })
+    .await;
+    covered.push(("annotated call", polls));
+
+    for (what, polls) in covered {
+        assert!(
+            polls >= 1,
+            "{what} completed on its first poll: nothing was cancelled"
+        );
+    }
+}
+
+/// Runs `make()` dropped after poll 1, 2, … until one run completes by
+/// itself; after each, checks that no lock is left. Returns how many
+/// cancellation points it found.
+async fn cancel_at_each_poll<F, Fut>(setup: &Setup, what: &str, make: F) -> usize
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for polls in 1..=MAX_POLLS {
+        let completed = drop_after_polls(make(), polls).await.is_some();
+        setup.assert_no_lock_left(what, polls).await;
+        if completed {
+            return polls - 1;
+        }
+    }
+    panic!("{what} was still pending after {MAX_POLLS} polls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_redis_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    every_future_at_every_await(Setup::redis(1).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    every_future_at_every_await(Setup::redis(3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    let setup = Setup::memory();
+    let locks = &setup.delayed;
+    let polls = cancel_at_each_poll(&setup, "with_lock", || async {
+        locks
+            .with_lock(KEY, options(), tokio::time::sleep(Duration::from_millis(5)))
+            .await
+            .expect("with_lock");
+    })
+    .await;
+    assert!(polls >= 1, "the body's sleep is a cancellation point");
+}
