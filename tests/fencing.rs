@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use distributed_lock::{fencing_token, LockError, LockManager, LockOptions};
-use distributed_lock_testkit::RedisServer;
+use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
 
 /// A store that accepts a write only with a token at least as high as every
 /// token it has accepted before (what `UPDATE … WHERE fence <= $token` does).
@@ -50,6 +50,39 @@ async fn acquire_after_restart(locks: &LockManager, key: &str) -> distributed_lo
         }
     }
     panic!("no acquisition within 10 s of the restart");
+}
+
+/// Takes `key`, writes to `store` with its token, releases it; returns the token.
+async fn write_under_lock(
+    locks: &LockManager,
+    key: &str,
+    store: &FencedStore,
+    value: &'static str,
+) -> u64 {
+    let guard = locks.acquire(key, LockOptions::new()).await.unwrap();
+    let token = guard.fencing_token();
+    store
+        .write(token, value)
+        .unwrap_or_else(|stale| panic!("`{value}` rejected: {stale:?}"));
+    guard.release().await.unwrap();
+    token
+}
+
+/// The fencing counter of `key` on `server` (`lock-fence:<key>`), if any.
+fn counter(server: &RedisServer, key: &str) -> Option<u64> {
+    let reply = server
+        .command(&["GET", &format!("lock-fence:{key}")])
+        .unwrap();
+    reply.as_str().map(|value| value.parse().unwrap())
+}
+
+/// The remaining time to live of `key`'s fencing counter on `server`, in ms
+/// (-1: none, -2: no counter).
+fn counter_pttl(server: &RedisServer, key: &str) -> i64 {
+    match server.command(&["PTTL", &format!("lock-fence:{key}")]) {
+        Ok(RespValue::Integer(ms)) => ms,
+        other => panic!("PTTL replied {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,4 +177,151 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
         vec!["before the restart", "after the restart"]
     );
     after.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
+    let mut server = RedisServer::start();
+    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let store = FencedStore::default();
+
+    let t1 = write_under_lock(&locks, "doc:4", &store, "snapshotted").await;
+    server.command(&["SAVE"]).unwrap();
+    write_under_lock(&locks, "doc:4", &store, "after the snapshot").await;
+    let t3 = write_under_lock(&locks, "doc:4", &store, "lost in the crash").await;
+
+    server.restart_from_disk(); // kill -9, then load the old snapshot
+    assert_eq!(
+        counter(&server, "doc:4"),
+        Some(t1),
+        "the snapshot brought back the old counter"
+    );
+    let after = acquire_after_restart(&locks, "doc:4").await;
+    assert!(
+        after.fencing_token() > t3,
+        "{} after {t3}",
+        after.fencing_token()
+    );
+    store
+        .write(after.fencing_token(), "after the restart")
+        .expect("a server restarted from a stale snapshot still issues higher tokens");
+    after.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_tokens_keep_increasing_after_every_node_restarts_from_a_stale_snapshot() {
+    let mut nodes = RedisServer::cluster_of(3);
+    let locks = LockManager::builder()
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(500))
+        .redlock(nodes.iter().map(RedisServer::url))
+        .await
+        .unwrap();
+    let store = FencedStore::default();
+
+    let t1 = write_under_lock(&locks, "doc:5", &store, "snapshotted").await;
+    for node in &nodes {
+        node.command(&["SAVE"]).unwrap();
+    }
+    write_under_lock(&locks, "doc:5", &store, "after the snapshots").await;
+    let t3 = write_under_lock(&locks, "doc:5", &store, "lost in the crash").await;
+    for node in &nodes {
+        assert!(
+            counter_pttl(node, "doc:5") > 0,
+            "the counter expires when idle, on every node"
+        );
+    }
+
+    for node in &mut nodes {
+        node.restart_from_disk();
+        let restored = counter(node, "doc:5");
+        assert!(
+            restored.is_some_and(|c| c <= t1),
+            "counter {restored:?} restored from a snapshot taken at token {t1}"
+        );
+    }
+    let after = acquire_after_restart(&locks, "doc:5").await;
+    assert!(
+        after.fencing_token() > t3,
+        "{} after {t3}",
+        after.fencing_token()
+    );
+    store
+        .write(after.fencing_token(), "after the restarts")
+        .expect("Redlock nodes restarted from stale snapshots still issue higher tokens");
+    after.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
+    let mut primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.replica_of(&primary);
+    let locks = LockManager::connect(&primary.url()).await.unwrap();
+    let store = FencedStore::default();
+
+    let t1 = write_under_lock(&locks, "doc:6", &store, "replicated").await;
+    assert!(
+        poll_until(Duration::from_secs(10), || counter(&replica, "doc:6")
+            == Some(t1)),
+        "the replica did not receive the counter within 10 s"
+    );
+    replica.promote(); // replication breaks: the replica lags from here on
+    write_under_lock(&locks, "doc:6", &store, "not replicated").await;
+    let t3 = write_under_lock(&locks, "doc:6", &store, "lost in the failover").await;
+    assert_eq!(counter(&replica, "doc:6"), Some(t1), "the replica lags");
+
+    primary.kill();
+    let promoted = LockManager::connect(&replica.url()).await.unwrap();
+    let after = promoted.acquire("doc:6", LockOptions::new()).await.unwrap();
+    assert!(
+        after.fencing_token() > t3,
+        "{} after {t3}",
+        after.fencing_token()
+    );
+    store
+        .write(after.fencing_token(), "after the failover")
+        .expect("a promoted replica that missed acquisitions still issues higher tokens");
+    after.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
+    let server = RedisServer::start();
+    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let minutes = |m: i64| m * 60_000;
+
+    let short = locks
+        .acquire("doc:7", LockOptions::new().ttl(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let pttl = counter_pttl(&server, "doc:7");
+    assert!(0 < pttl && pttl <= minutes(10), "short lease: PTTL {pttl}");
+    short.release().await.unwrap();
+
+    let long = locks
+        .acquire("doc:7", LockOptions::new().ttl(Duration::from_secs(3_600)))
+        .await
+        .unwrap();
+    let pttl = counter_pttl(&server, "doc:7");
+    assert!(
+        minutes(60) < pttl && pttl <= minutes(120),
+        "one-hour lease: PTTL {pttl}"
+    );
+    long.release().await.unwrap();
+
+    // A counter without expiry, far ahead of the clock (written by an older
+    // version, or after the clock was set back): tokens still rise past it,
+    // and it expires from now on.
+    let ahead = counter(&server, "doc:7").unwrap() + 3_600_000_000;
+    server
+        .command(&["SET", "lock-fence:doc:7", &ahead.to_string()])
+        .unwrap();
+    let guard = locks.acquire("doc:7", LockOptions::new()).await.unwrap();
+    assert_eq!(guard.fencing_token(), ahead + 1);
+    assert!(
+        counter_pttl(&server, "doc:7") > 0,
+        "the counter got an expiry"
+    );
+    guard.release().await.unwrap();
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -20,19 +21,29 @@ const COMMAND_TIMEOUTS: Timeouts = Timeouts {
 /// Start attempts at most when the process keeps exiting during startup.
 const MAX_START_ATTEMPTS: usize = 5;
 
-/// A `redis-server` process listening on `127.0.0.1`, without persistence,
-/// owned by the current test.
+/// A `redis-server` process listening on `127.0.0.1`, without automatic
+/// persistence, owned by the current test.
 ///
 /// The process is killed with SIGKILL and reaped, and its scratch directory
 /// deleted, when the value is dropped, including during unwinding after a
 /// failed assertion. Its port stays reserved within this process for the
-/// value's whole life, so [`RedisServer::restart_empty`] can take it back.
+/// value's whole life, so [`RedisServer::restart_empty`] and
+/// [`RedisServer::restart_from_disk`] can take it back.
+///
+/// Snapshots are written only when asked for: `command(&["SAVE"])` (or
+/// `BGSAVE`) writes `dump.rdb` into the server's data directory, which
+/// [`restart_from_disk`](RedisServer::restart_from_disk) loads again. For
+/// automatic persistence pass redis-server's own options, e.g.
+/// `.arg("--appendonly").arg("yes")` or `.arg("--save").arg("1 1")`.
 #[must_use = "the server is killed as soon as it is dropped"]
 #[derive(Debug)]
 pub struct RedisServer {
     child: Mutex<Option<Child>>,
     args: Vec<String>,
+    /// Processes started so far; numbers their logs and fresh data directories.
     runs: u32,
+    /// Data directory of the current process (`--dir`): its snapshot and AOF.
+    data_dir: PathBuf,
     dir: TempDir,
     port: PortReservation,
 }
@@ -101,8 +112,9 @@ impl RedisServer {
         (0..n).map(|_| Self::start()).collect()
     }
 
-    /// `redis://127.0.0.1:PORT`; unchanged by [`kill`](Self::kill) and
-    /// [`restart_empty`](Self::restart_empty).
+    /// `redis://127.0.0.1:PORT`; unchanged by [`kill`](Self::kill),
+    /// [`restart_empty`](Self::restart_empty) and
+    /// [`restart_from_disk`](Self::restart_from_disk).
     pub fn url(&self) -> String {
         format!("redis://{}", self.addr())
     }
@@ -143,13 +155,31 @@ impl RedisServer {
     /// does not come up within 10 s (up to 5 attempts).
     #[track_caller]
     pub fn restart_empty(&mut self) {
-        self.kill();
-        let port = self.port();
-        with_retries(|| {
-            process::wait_until_bindable(port)?;
-            self.launch()
-        })
-        .unwrap_or_else(|e| panic!("cannot restart redis-server on port {port}: {e}"));
+        self.restart(Data::Fresh);
+    }
+
+    /// Kills the process with SIGKILL if it is running, then starts a new one
+    /// on the same port and in the same data directory, as after a crash: it
+    /// loads what was on disk, i.e. the last snapshot (`SAVE`, `BGSAVE`, or a
+    /// `--save` schedule) or, with `--appendonly yes`, the AOF. Writes after
+    /// the last completed snapshot are lost; without one it starts empty.
+    /// Returns once it answers `PING` (Redis refuses it with `LOADING` until the
+    /// data is loaded); panics like
+    /// [`restart_empty`](Self::restart_empty).
+    ///
+    /// ```
+    /// use distributed_lock_testkit::RedisServer;
+    ///
+    /// let mut server = RedisServer::start();
+    /// server.command(&["SET", "k", "saved"]).unwrap();
+    /// server.command(&["SAVE"]).unwrap();
+    /// server.command(&["SET", "k", "lost in the crash"]).unwrap();
+    /// server.restart_from_disk();
+    /// assert_eq!(server.command(&["GET", "k"]).unwrap().as_str(), Some("saved"));
+    /// ```
+    #[track_caller]
+    pub fn restart_from_disk(&mut self) {
+        self.restart(Data::Kept);
     }
 
     /// Sends one command on a fresh connection and returns the parsed reply.
@@ -198,21 +228,39 @@ impl RedisServer {
             child: Mutex::new(None),
             args: args.to_vec(),
             runs: 0,
+            data_dir: dir.path().to_path_buf(),
             dir,
             port,
         };
-        server.launch()?;
+        server.launch(Data::Fresh)?;
         Ok(server)
     }
 
-    /// Starts a process with a fresh data directory and log, and records it.
-    fn launch(&mut self) -> Result<(), StartError> {
+    /// Kills the process, then starts another on the same port.
+    #[track_caller]
+    fn restart(&mut self, data: Data) {
+        self.kill();
+        let port = self.port();
+        with_retries(|| {
+            process::wait_until_bindable(port)?;
+            self.launch(data)
+        })
+        .unwrap_or_else(|e| panic!("cannot restart redis-server on port {port}: {e}"));
+    }
+
+    /// Starts a process with its own log, in a fresh or the current data
+    /// directory, and records it.
+    fn launch(&mut self, data: Data) -> Result<(), StartError> {
         self.runs += 1;
-        let data_dir = self.dir.path().join(format!("run-{}", self.runs));
         let log = self.dir.path().join(format!("run-{}.log", self.runs));
-        fs::create_dir(&data_dir)
-            .map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", data_dir.display())))?;
-        let child = process::spawn_ready(self.port(), &data_dir, &log, &self.args)?;
+        if data == Data::Fresh {
+            let data_dir = self.dir.path().join(format!("run-{}", self.runs));
+            fs::create_dir(&data_dir).map_err(|e| {
+                StartError::Fatal(format!("cannot create {}: {e}", data_dir.display()))
+            })?;
+            self.data_dir = data_dir;
+        }
+        let child = process::spawn_ready(self.port(), &self.data_dir, &log, &self.args)?;
         *self.child_slot() = Some(child);
         Ok(())
     }
@@ -234,6 +282,15 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Where a new process keeps its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Data {
+    /// A new, empty data directory: the server starts without data.
+    Fresh,
+    /// The previous process's directory: the server loads what it saved.
+    Kept,
 }
 
 /// Runs `attempt` until it succeeds, fails for good, or has run

@@ -1,5 +1,12 @@
 //! The in-process backend: same semantics as Redis (TTL, owner tokens,
 //! fencing, wake-on-release), for unit tests and single-process services.
+//!
+//! Memory stays bounded under any number of distinct keys: like Redis, the
+//! table forgets expired locks and fencing counters idle for longer than
+//! their retention. It is swept once it has doubled since the last sweep
+//! (and holds at least [`MIN_SWEEP`] entries), so a sweep costs amortised
+//! O(1) per acquisition and the table never exceeds twice its live entries
+//! plus [`MIN_SWEEP`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -9,15 +16,34 @@ use super::{Attempt, LockKey};
 use crate::wait_queue::{WaitQueues, WaitTicket};
 use crate::OwnerToken;
 
+/// Longest counter retention (100 years, as in `acquire.lua`), and the lease
+/// of a ttl too long for an `Instant`: no ttl can overflow a deadline.
+const FAR_FUTURE: Duration = Duration::from_secs(3_155_760_000);
+/// Shortest time a fencing counter is kept after its last acquisition; the
+/// retention is the larger of this and twice the lease, as in `acquire.lua`.
+const MIN_RETENTION: Duration = Duration::from_secs(600);
+/// Entries below which the table is never swept.
+const MIN_SWEEP: usize = 1024;
+
+/// What the table keeps for one key: the holder, if any, and its counter.
+struct Entry {
+    holder: Option<Held>,
+    /// The last fencing token issued for the key.
+    fence: u64,
+    /// When the counter may be forgotten if no acquisition came since.
+    retained_until: Instant,
+}
+
 struct Held {
     token: OwnerToken,
     expires: Instant,
 }
 
-#[derive(Default)]
 struct Table {
-    locks: HashMap<String, Held>,
-    fences: HashMap<String, u64>,
+    /// Keyed by the lock key.
+    entries: HashMap<String, Entry>,
+    /// Entry count at which the next acquisition sweeps the table.
+    sweep_at: usize,
 }
 
 /// Locks kept in this process's memory.
@@ -29,7 +55,10 @@ pub(crate) struct MemoryBackend {
 impl MemoryBackend {
     pub(crate) fn new() -> Self {
         MemoryBackend {
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(Table {
+                entries: HashMap::new(),
+                sweep_at: MIN_SWEEP,
+            }),
             queues: Arc::new(WaitQueues::new()),
         }
     }
@@ -39,37 +68,50 @@ impl MemoryBackend {
     }
 
     pub(crate) fn try_lock(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> Attempt {
-        let now = Instant::now();
+        self.try_lock_at(key, token, ttl_ms, Instant::now())
+    }
+
+    /// [`try_lock`](Self::try_lock) as if it ran at `now`.
+    fn try_lock_at(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64, now: Instant) -> Attempt {
         let mut table = self.table();
-        if let Some(held) = table.locks.get(&key.lock) {
-            if held.expires > now {
-                return Attempt::Busy {
-                    remaining: Some(held.expires - now),
-                };
-            }
+        if let Some(held) = table.held(&key.lock, now) {
+            return Attempt::Busy {
+                remaining: Some(held.expires - now),
+            };
         }
-        let held = Held {
-            token: token.clone(),
-            expires: now + Duration::from_millis(ttl_ms),
+        table.sweep_if_grown(now);
+        let ttl = Duration::from_millis(ttl_ms);
+        let entry = table
+            .entries
+            .entry(key.lock.clone())
+            .or_insert_with(|| Entry {
+                holder: None,
+                fence: 0,
+                retained_until: now,
+            });
+        let fence = entry.fence.saturating_add(1).max(wall_clock_micros());
+        *entry = Entry {
+            holder: Some(Held {
+                token: token.clone(),
+                expires: deadline(now, ttl),
+            }),
+            fence,
+            retained_until: deadline(now, retention(ttl)),
         };
-        table.locks.insert(key.lock.clone(), held);
-        let stored = table.fences.get(&key.fence).copied().unwrap_or(0);
-        let fence = (stored + 1).max(wall_clock_micros());
-        table.fences.insert(key.fence.clone(), fence);
         Attempt::Acquired { fence }
     }
 
     pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
         let owned = {
             let mut table = self.table();
-            let owned = table
-                .locks
-                .get(&key.lock)
-                .is_some_and(|held| held.token == *token && held.expires > Instant::now());
-            if owned {
-                table.locks.remove(&key.lock);
+            let now = Instant::now();
+            match table.entries.get_mut(&key.lock) {
+                Some(entry) if entry.held_by(token, now) => {
+                    entry.holder = None;
+                    true
+                }
+                _ => false,
             }
-            owned
         };
         if owned {
             self.queues.wake_one(&key.lock);
@@ -80,9 +122,11 @@ impl MemoryBackend {
     pub(crate) fn renew(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
         let now = Instant::now();
         let mut table = self.table();
-        match table.locks.get_mut(&key.lock) {
-            Some(held) if held.token == *token && held.expires > now => {
-                held.expires = now + Duration::from_millis(ttl_ms);
+        match table.entries.get_mut(&key.lock) {
+            Some(Entry {
+                holder: Some(held), ..
+            }) if held.token == *token && held.expires > now => {
+                held.expires = deadline(now, Duration::from_millis(ttl_ms));
                 true
             }
             _ => false,
@@ -98,10 +142,170 @@ impl MemoryBackend {
     }
 }
 
+impl Table {
+    /// The unexpired holder of `lock`, if any.
+    fn held(&self, lock: &str, now: Instant) -> Option<&Held> {
+        self.entries
+            .get(lock)?
+            .holder
+            .as_ref()
+            .filter(|held| held.expires > now)
+    }
+
+    /// Forgets every idle entry once the table has doubled since the last
+    /// sweep; the next sweep comes when it has doubled again.
+    fn sweep_if_grown(&mut self, now: Instant) {
+        if self.entries.len() < self.sweep_at {
+            return;
+        }
+        self.entries.retain(|_, entry| !entry.idle(now));
+        self.sweep_at = self.entries.len().saturating_mul(2).max(MIN_SWEEP);
+    }
+}
+
+impl Entry {
+    /// Whether `token` holds the lock at `now`.
+    fn held_by(&self, token: &OwnerToken, now: Instant) -> bool {
+        self.holder
+            .as_ref()
+            .is_some_and(|held| held.token == *token && held.expires > now)
+    }
+
+    /// Whether nothing is left to keep: no live holder, counter past its retention.
+    fn idle(&self, now: Instant) -> bool {
+        let unheld = self.holder.as_ref().is_none_or(|held| held.expires <= now);
+        unheld && self.retained_until <= now
+    }
+}
+
+/// How long a fencing counter outlives its last acquisition with a lease of `ttl`.
+fn retention(ttl: Duration) -> Duration {
+    ttl.saturating_mul(2).max(MIN_RETENTION).min(FAR_FUTURE)
+}
+
+/// `now + after`, or [`FAR_FUTURE`] from now when that does not fit an
+/// `Instant` (100 years always does).
+fn deadline(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE)
+}
+
 fn wall_clock_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| {
             u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> LockKey {
+        LockKey {
+            user: name.to_owned(),
+            lock: format!("lock:{name}"),
+            fence: format!("lock-fence:{name}"),
+        }
+    }
+
+    fn acquired(attempt: Attempt) -> u64 {
+        match attempt {
+            Attempt::Acquired { fence } => fence,
+            busy => panic!("expected the lock, got {busy:?}"),
+        }
+    }
+
+    fn entries(backend: &MemoryBackend) -> usize {
+        backend.table().entries.len()
+    }
+
+    #[test]
+    fn expired_locks_and_idle_counters_are_forgotten_once_the_table_grows() {
+        let backend = MemoryBackend::new();
+        let token = OwnerToken::generate();
+        let start = Instant::now();
+        let first = acquired(backend.try_lock_at(&key("reused"), &token, 1_000, start));
+        for i in 1..MIN_SWEEP {
+            backend.try_lock_at(&key(&format!("k{i}")), &token, 1_000, start);
+        }
+        assert_eq!(entries(&backend), MIN_SWEEP);
+
+        let later = start + MIN_RETENTION + Duration::from_secs(1);
+        let again = acquired(backend.try_lock_at(&key("reused"), &token, 1_000, later));
+        assert_eq!(entries(&backend), 1, "only the new acquisition is left");
+        assert!(again > first, "a forgotten counter restarts from the clock");
+    }
+
+    #[test]
+    fn a_sweep_keeps_live_locks_and_recently_used_counters() {
+        let backend = MemoryBackend::new();
+        let token = OwnerToken::generate();
+        let start = Instant::now();
+        let hour = Duration::from_secs(3_600);
+        backend.try_lock_at(&key("held"), &token, 3_600_000, start);
+        backend.try_lock_at(&key("recent"), &token, 1_000, start + hour / 12);
+        for i in 2..MIN_SWEEP {
+            backend.try_lock_at(&key(&format!("k{i}")), &token, 1_000, start);
+        }
+
+        backend.try_lock_at(
+            &key("trigger"),
+            &token,
+            1_000,
+            start + MIN_RETENTION + hour / 60,
+        );
+        let table = backend.table();
+        let mut kept: Vec<&str> = table.entries.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["lock:held", "lock:recent", "lock:trigger"]);
+        assert_eq!(table.sweep_at, MIN_SWEEP);
+    }
+
+    #[test]
+    fn many_distinct_keys_do_not_grow_the_table_without_bound() {
+        let backend = MemoryBackend::new();
+        let token = OwnerToken::generate();
+        let start = Instant::now();
+        let step = Duration::from_millis(100);
+        let mut largest = 0;
+        for i in 0..100_000u32 {
+            let now = start + step * i;
+            backend.try_lock_at(&key(&format!("k{i}")), &token, 10, now);
+            largest = largest.max(entries(&backend));
+        }
+        // Counters live MIN_RETENTION, one key per step: at most `live` at a
+        // time, and the table never exceeds twice that plus MIN_SWEEP.
+        let live = usize::try_from(MIN_RETENTION.as_millis() / step.as_millis()).unwrap() + 1;
+        assert!(largest <= 2 * live + MIN_SWEEP, "{largest} entries");
+    }
+
+    #[test]
+    fn ttl_of_u64_max_ms_neither_panics_nor_expires() {
+        let backend = MemoryBackend::new();
+        let (owner, other) = (OwnerToken::generate(), OwnerToken::generate());
+        let k = key("forever");
+        acquired(backend.try_lock(&k, &owner, u64::MAX));
+        match backend.try_lock(&k, &other, u64::MAX) {
+            Attempt::Busy {
+                remaining: Some(remaining),
+            } => assert!(remaining >= FAR_FUTURE, "{remaining:?}"),
+            other => panic!("expected busy, got {other:?}"),
+        }
+        assert!(backend.renew(&k, &owner, u64::MAX));
+        assert!(backend.unlock(&k, &owner));
+        acquired(backend.try_lock(&k, &other, u64::MAX));
+    }
+
+    #[test]
+    fn deadlines_and_retention_saturate_instead_of_overflowing() {
+        let now = Instant::now();
+        assert_eq!(deadline(now, Duration::MAX), now + FAR_FUTURE);
+        assert_eq!(retention(Duration::MAX), FAR_FUTURE);
+        assert_eq!(retention(Duration::from_secs(1)), MIN_RETENTION);
+        assert_eq!(
+            retention(Duration::from_secs(3_600)),
+            Duration::from_secs(7_200)
+        );
+    }
 }
