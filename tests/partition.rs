@@ -327,3 +327,30 @@ async fn lost_resolves_at_valid_until_well_before_the_server_expires_the_lock() 
     assert!(guard.is_lost());
     assert_eq!(guard.valid_until(), None, "a lost lease has no validity");
 }
+
+/// A process pause (SIGSTOP, a VM migration, swapping) freezes every task of
+/// the holder, the watchdog included, here by blocking the only thread of a
+/// current-thread runtime for longer than the ttl. On waking, the body must
+/// not take one more step under the expired lease: it is cancelled at its
+/// first `.await`, and the call reports the loss.
+#[tokio::test(flavor = "current_thread")]
+async fn paused_holder_is_cancelled_at_its_first_await_after_resuming() {
+    let server = RedisServer::start();
+    let a = support::connect(&server.url()).await;
+    let wrote_after_pause = Arc::new(Mutex::new(false));
+    let wrote = Arc::clone(&wrote_after_pause);
+    let result = a
+        .with_lock(KEY, options(), async move {
+            std::thread::sleep(TTL + TTL / 5);
+            tokio::task::yield_now().await;
+            *wrote.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        })
+        .await;
+    assert_lease_lost(result, KEY);
+    assert!(
+        !*wrote_after_pause
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+        "the body wrote after its lease ran out during the pause"
+    );
+}

@@ -26,7 +26,7 @@ pub(crate) struct LockKey {
     pub(crate) user: String,
     /// The key the lock is stored under; also its release channel.
     pub(crate) lock: String,
-    /// The key of the fencing counter, which never expires.
+    /// The key of the fencing counter, which expires when the key is idle.
     pub(crate) fence: String,
 }
 

@@ -33,9 +33,11 @@
 //! set, on which it was granted only after our key there was gone, that is,
 //! after the write: its maximum is at least T + 1. This costs one extra round
 //! trip on Redlock acquisitions only; renewal, release and the single-instance
-//! backend are unchanged. A node restarted empty forgets its counters; the
-//! acquire script's clock floor (server time in µs) then keeps tokens rising,
-//! as for a single server.
+//! backend are unchanged. A node restarted empty or from a stale snapshot
+//! forgets or rewinds its counters; the acquire script's clock floor (every
+//! token is at least the node's time in µs) then keeps tokens rising, as for
+//! a single server, as long as the nodes' clocks differ by less than the
+//! counters' retention (max(2 × ttl, 10 min)).
 //!
 //! # Renewal and release
 //! Both go to all nodes at once and wait for every answer (renewal within the
