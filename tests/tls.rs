@@ -247,7 +247,7 @@ async fn redlock_over_tls_uses_the_root_certificate() {
 }
 
 #[tokio::test]
-async fn server_not_signed_by_a_trusted_root_is_a_connection_error() {
+async fn server_not_signed_by_a_trusted_root_is_a_tls_error_naming_the_certificate() {
     let certificates = Certificates::generate();
     let tls_port = ExtraPort::reserve();
     let _server = certificates.start_server(&tls_port);
@@ -258,11 +258,14 @@ async fn server_not_signed_by_a_trusted_root_is_a_connection_error() {
         .await
         .expect("connect hung");
     match refused {
-        Err(LockError::Connection(message)) => assert!(
-            message.to_lowercase().contains("certificate"),
-            "the error does not say it is the certificate: {message}"
-        ),
-        other => panic!("expected a connection error, got {other:?}"),
+        Err(err @ LockError::Tls(_)) => {
+            let message = err.to_string();
+            assert!(
+                message.contains("certificate") && !message.contains("Redis is running"),
+                "the error does not say it is the certificate: {message}"
+            );
+        }
+        other => panic!("expected a TLS error, got {other:?}"),
     }
 
     // Trusting another CA is no better.
@@ -275,10 +278,7 @@ async fn server_not_signed_by_a_trusted_root_is_a_connection_error() {
     )
     .await
     .expect("connect hung");
-    assert!(
-        matches!(refused, Err(LockError::Connection(_))),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(LockError::Tls(_))), "{refused:?}");
 }
 
 #[tokio::test]

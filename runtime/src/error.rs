@@ -11,6 +11,10 @@ pub enum LockError {
     /// The lock server could not be reached or did not answer in time.
     #[error("lock server unreachable or not answering: {0}; check that Redis is running and the URL is right, then retry")]
     Connection(String),
+    /// The TLS handshake with the lock server failed, e.g. its certificate does
+    /// not chain to a trusted root or does not name the host.
+    #[error("TLS handshake with the lock server failed: {0}; check that the server's certificate chains to a root you trust (the system's store, or LockManagerBuilder::tls_root_certificate) and names the host in the URL")]
+    Tls(String),
     /// The lock server answered with an error.
     #[error("lock server returned an error: {0}")]
     Server(String),
@@ -70,20 +74,6 @@ impl LockError {
     }
 }
 
-impl From<redis::RedisError> for LockError {
-    fn from(err: redis::RedisError) -> Self {
-        if err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_dropped()
-            || err.is_connection_refusal()
-        {
-            LockError::Connection(err.to_string())
-        } else {
-            LockError::Server(err.to_string())
-        }
-    }
-}
-
 impl From<LockError> for std::io::Error {
     fn from(err: LockError) -> Self {
         let kind = match err {
@@ -92,6 +82,7 @@ impl From<LockError> for std::io::Error {
             LockError::InvalidUrl { .. } | LockError::InvalidOptions(_) => {
                 std::io::ErrorKind::InvalidInput
             }
+            LockError::Tls(_) => std::io::ErrorKind::InvalidData,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err)

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::LockKey;
+use crate::token::OwnerToken;
 use crate::watchdog::Watchdog;
-use crate::{LockManager, OwnerToken};
+use crate::LockManager;
 
 /// Part of a lease the holder gives up at its end, as a share of the ttl:
 /// the client's and the server's clocks may run at rates 1 % apart, and the

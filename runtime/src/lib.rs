@@ -1,6 +1,32 @@
 //! Runtime of `distributed-lock`: Redis lock backends, guards, watchdog and lock
 //! scopes. Depend on the `distributed-lock` crate, which re-exports all of this
 //! together with the `#[distributed_lock]` attribute.
+//!
+//! # Map
+//!
+//! A call flows through these parts, each its own module:
+//!
+//! 1. **Attribute** (`distributed-lock-macros`): rewrites an annotated `async fn`
+//!    into one call of `__private::locked(manager, key, options, body)`.
+//! 2. **`LockManager`** (`manager`): `acquire`, `try_acquire` and `with_lock`.
+//!    It looks for a re-entry first (`scope`), then makes attempts; a busy lock
+//!    joins a **wait queue** (`wait_queue`) and retries when a release wakes it
+//!    or the holder's TTL runs out. An attempt in flight whose caller goes away
+//!    is undone (`pending`).
+//! 3. **Backend** (`backend`): where locks live: one Redis server, Redlock over
+//!    N masters, or process memory. Each offers try-lock, unlock, renew and
+//!    watch; the Redis ones run one Lua script per step (`backend/scripts`) and
+//!    publish releases that `backend/notify` turns into wake-ups.
+//! 4. **Lease** (`lease`): one granted acquisition: key, owner token, fencing
+//!    token, and its status (held until an instant, or lost). Its validity is
+//!    counted from when the acquisition was sent, less a safety margin.
+//! 5. **Watchdog** (`watchdog`): one timer per manager renews every lease at
+//!    ttl/3 and reports a lease lost when renewal is refused or no renewal was
+//!    granted before its validity ends.
+//! 6. **Guard** (`guard`): the RAII handle of a lease; releases exactly once,
+//!    on `release()` or drop.
+//! 7. **Lock scope** (`scope`): the body run under a lock and everything it
+//!    awaits; it owns the lock for re-entrancy and knows its fencing tokens.
 
 #![warn(missing_docs)]
 
@@ -13,7 +39,6 @@ mod manager;
 mod options;
 mod pending;
 mod scope;
-mod scripts;
 mod token;
 mod wait_queue;
 mod watchdog;
@@ -30,4 +55,3 @@ pub use install::{install, installed};
 pub use manager::{LockManager, LockManagerBuilder};
 pub use options::{LockOptions, OnLost};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
-pub use token::OwnerToken;

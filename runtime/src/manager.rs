@@ -10,8 +10,9 @@ use crate::backend::{
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
+use crate::token::OwnerToken;
 use crate::watchdog::Watchdogs;
-use crate::{scope, LockError, LockGuard, LockOptions, OnLost, OwnerToken};
+use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 
 /// How long a newcomer queued behind local waiters waits for a release
 /// message before it tries anyway (the holder may be in another process and
@@ -90,7 +91,7 @@ impl LockManagerBuilder {
     /// a PEM that cannot be parsed makes them fail with
     /// `LockError::InvalidOptions`. A certificate the server presents that
     /// does not chain to these roots makes them fail with
-    /// `LockError::Connection`.
+    /// `LockError::Tls`, which names the certificate problem.
     ///
     /// TLS uses rustls. At the first `rediss://` connection this installs
     /// rustls's `ring` provider as the process-wide default crypto provider,
@@ -104,9 +105,10 @@ impl LockManagerBuilder {
     /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`,
     /// or `rediss://…` for TLS with the `tls` feature (see
     /// `tls_root_certificate`). Fails with `LockError::Connection` within
-    /// about twice the connect timeout when Redis is unreachable (or the TLS
-    /// handshake fails), and with `LockError::InvalidUrl` for a URL it cannot
-    /// use (including `rediss://` without the `tls` feature).
+    /// about twice the connect timeout when Redis is unreachable,
+    /// `LockError::Tls` when the TLS handshake fails, and with
+    /// `LockError::InvalidUrl` for a URL it cannot use (including `rediss://`
+    /// without the `tls` feature).
     pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
         let backend = RedisBackend::connect(url, self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redis(Box::new(backend))))
@@ -360,7 +362,7 @@ impl LockManager {
             // Subscribing is bounded by the wait too: past the deadline, one
             // last attempt decides.
             let watching = backend.watch(&lock_key);
-            let ticket = match deadline {
+            let mut ticket = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
                     .await
                     .ok(),
@@ -369,7 +371,7 @@ impl LockManager {
             tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
             let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
             loop {
-                if let (Some(retry_at), Some(ticket)) = (retry_at, &ticket) {
+                if let (Some(retry_at), Some(ticket)) = (retry_at, &mut ticket) {
                     let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
                     tokio::select! {
                         () = ticket.woken() => {}
@@ -378,6 +380,9 @@ impl LockManager {
                 }
                 requested_at = Instant::now();
                 attempt = self.attempt(&lock_key, &token, ttl_ms, replicas).await?;
+                if let Some(ticket) = ticket.as_mut() {
+                    ticket.wake_used();
+                }
                 let Attempt::Busy { remaining } = attempt else {
                     break;
                 };

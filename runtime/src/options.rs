@@ -139,16 +139,6 @@ impl LockOptions {
             .map(|required| (required.replicas, required.timeout))
     }
 
-    /// The lease length.
-    pub fn get_ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    /// The longest wait for a busy lock.
-    pub fn get_wait(&self) -> Duration {
-        self.wait
-    }
-
     pub(crate) fn ttl_millis(&self) -> Result<u64, crate::LockError> {
         if self.ttl > MAX_TTL {
             return Err(crate::LockError::InvalidOptions(format!(

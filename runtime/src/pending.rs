@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, LockKey};
-use crate::OwnerToken;
+use crate::token::OwnerToken;
 
 /// One acquisition attempt sent (or about to be sent) with `token`. Dropped
 /// before [`settled`](Self::settled), it spawns a release with the same token

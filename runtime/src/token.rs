@@ -7,11 +7,11 @@ use std::fmt;
 /// One is made per acquisition, so no two holders (even in one process) share
 /// one, and no other client can guess it to free our lock.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct OwnerToken([u8; 32]);
+pub(crate) struct OwnerToken([u8; 32]);
 
 impl OwnerToken {
     /// Draws a fresh token. Panics only if the OS random source is broken.
-    pub fn generate() -> Self {
+    pub(crate) fn generate() -> Self {
         let mut raw = [0u8; 16];
         getrandom::fill(&mut raw).expect("the operating system's random source failed");
         let mut hex = [0u8; 32];
@@ -24,7 +24,7 @@ impl OwnerToken {
     }
 
     /// The token as 32 lowercase hex digits, as stored in Redis.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("hex digits are ASCII")
     }
 }

@@ -23,7 +23,7 @@ use tokio::time::timeout_at;
 
 use crate::backend::{Backend, LockKey};
 use crate::lease::{self, LeaseStatus};
-use crate::OwnerToken;
+use crate::token::OwnerToken;
 
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
 const MIN_PERIOD: Duration = Duration::from_millis(5);

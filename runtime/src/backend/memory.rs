@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{Attempt, LockKey};
+use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
-use crate::OwnerToken;
 
 /// Longest counter retention (100 years, as in `acquire.lua`), and the lease
 /// of a ttl too long for an `Instant`: no ttl can overflow a deadline.

@@ -6,6 +6,7 @@ mod memory;
 mod notify;
 mod redis;
 mod redlock;
+mod scripts;
 mod tls;
 
 use std::time::Duration;
@@ -16,8 +17,9 @@ pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::tls::TlsConfig;
 
 use crate::options::MinReplicas;
+use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
-use crate::{LockError, OwnerToken};
+use crate::LockError;
 
 /// The names one lock uses in its backend.
 #[derive(Debug, Clone)]

@@ -6,26 +6,40 @@
 //! release seen on *any* node wakes a local waiter. Each server gets one RESP3
 //! connection whose subscriptions are kept equal to the keys that have local
 //! waiters.
+//!
+//! ## Behavior
+//!
+//! - Subscriptions are kept per key: the SUBSCRIBE and UNSUBSCRIBE of one key
+//!   are ordered by that key's own lock, so no key waits for another key's
+//!   round trip. They run in spawned tasks, so a waiter cancelled halfway
+//!   through [`Notifications::watch`] leaves no subscription and no queue
+//!   membership behind.
+//! - A connection that cannot be opened, or fails later (disconnected, or a
+//!   SUBSCRIBE / UNSUBSCRIBE failed), is replaced by a fresh one, and every
+//!   subscription made on the old one counts as gone. While some key has
+//!   local waiters, a background task subscribes their keys again, pausing
+//!   50 ms, then twice as long up to 1 s, between failed rounds, and wakes
+//!   the waiters of every key it subscribed, as a release may have been
+//!   missed meanwhile. Until then waiters sleep until the holder's TTL runs
+//!   out, as they would without notifications.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::{Client, ProtocolVersion, PushInfo, PushKind, Value};
+use tokio::sync::{Notify, OwnedMutexGuard};
 
-use super::redis::{manager_config, open_manager, RedisConfig};
+use super::redis::{manager_config, RedisConfig};
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
-/// What to do when a server's notification connection cannot be opened now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WhenUnreachable {
-    /// Go without notifications from it; waiters fall back to TTL timers.
-    DoWithout,
-    /// Connect on first use instead (a Redlock node that is down at start-up).
-    ConnectLater,
-}
+/// Pause after the first failed round of re-subscribing; it doubles per round.
+const FIRST_REPAIR_PAUSE: Duration = Duration::from_millis(50);
+/// Longest pause between two rounds of re-subscribing.
+const LONGEST_REPAIR_PAUSE: Duration = Duration::from_secs(1);
 
 /// The local waiters of one backend and the servers that wake them.
 pub(crate) struct Notifications {
@@ -36,19 +50,50 @@ pub(crate) struct Notifications {
 /// The release channels this process listens on at one server, kept equal to
 /// the keys that have local waiters.
 struct Listener {
-    connection: ConnectionManager,
-    subscribed: tokio::sync::Mutex<HashSet<String>>,
+    me: Weak<Listener>,
+    /// The server, spoken to in RESP3 (which carries pub/sub messages).
+    client: Client,
+    config: RedisConfig,
+    link: Mutex<Link>,
+    channels: Channels,
     queues: Arc<WaitQueues>,
+    /// Raised when the connection failed and subscriptions must be restored.
+    repair: Arc<Notify>,
+}
+
+/// The current connection and its generation, which counts replacements.
+struct Link {
+    generation: u64,
+    /// `None` until first use after a failure (or at start-up).
+    connection: Option<ConnectionManager>,
+}
+
+/// Per-channel subscription state, one async lock per channel.
+#[derive(Default)]
+struct Channels {
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+/// The generation of the connection the channel is subscribed on, if any.
+/// Held across the channel's SUBSCRIBE or UNSUBSCRIBE round trip.
+type Slot = tokio::sync::Mutex<Option<u64>>;
+
+/// What bringing one channel in line with its waiters did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Nothing to do, or unsubscribed.
+    Settled,
+    /// Subscribed now, on the current connection.
+    Subscribed,
+    /// The command failed; the connection is being replaced.
+    Failed,
 }
 
 impl Notifications {
-    /// Opens one notification connection per client, concurrently. When the
+    /// Opens one notification connection per client, concurrently. A server
+    /// that cannot be reached now is connected again on first use. When the
     /// last local waiter of a key leaves, the key is unsubscribed on every server.
-    pub(crate) async fn open(
-        clients: &[Client],
-        config: RedisConfig,
-        when_unreachable: WhenUnreachable,
-    ) -> Self {
+    pub(crate) async fn open(clients: &[Client], config: RedisConfig) -> Self {
         let slot: Arc<OnceLock<Vec<Weak<Listener>>>> = Arc::new(OnceLock::new());
         let hook_slot = Arc::clone(&slot);
         let queues = Arc::new(WaitQueues::with_empty_hook(move |key: &str| {
@@ -58,23 +103,11 @@ impl Notifications {
                 }
             }
         }));
-        let opened = futures_util::future::join_all(
-            clients
-                .iter()
-                .map(|client| open_listener(client, config, &queues, when_unreachable)),
-        )
-        .await;
-        let listeners: Vec<Arc<Listener>> = opened
-            .into_iter()
-            .flatten()
-            .map(|connection| {
-                Arc::new(Listener {
-                    connection,
-                    subscribed: tokio::sync::Mutex::new(HashSet::new()),
-                    queues: Arc::clone(&queues),
-                })
-            })
+        let listeners: Vec<Arc<Listener>> = clients
+            .iter()
+            .filter_map(|client| Listener::start(client, config, &queues))
             .collect();
+        futures_util::future::join_all(listeners.iter().map(|listener| listener.connect())).await;
         let _ = slot.set(listeners.iter().map(Arc::downgrade).collect());
         Notifications { queues, listeners }
     }
@@ -88,60 +121,167 @@ impl Notifications {
     ///
     /// Returns once `needed` servers confirmed the subscription (or every server
     /// answered, successfully or not); slower servers finish in the background.
-    /// With one server this is one SUBSCRIBE, awaited in place.
+    /// Cancel-safe: dropped halfway, it leaves the queue, and the subscription
+    /// it started is undone once it completes.
     pub(crate) async fn watch(&self, lock_key: &str, needed: usize) -> WaitTicket {
         let ticket = self.queues.join(lock_key);
-        match self.listeners.as_slice() {
-            [] => {}
-            [only] => {
-                only.reconcile(lock_key).await;
-            }
-            many => {
-                let mut pending: FuturesUnordered<_> = many
-                    .iter()
-                    .map(|listener| {
-                        let (listener, key) = (Arc::clone(listener), lock_key.to_owned());
-                        tokio::spawn(async move { listener.reconcile(&key).await })
-                    })
-                    .collect();
-                let mut confirmed = 0;
-                while let Some(done) = pending.next().await {
-                    confirmed += usize::from(matches!(done, Ok(true)));
-                    if confirmed >= needed {
-                        break;
-                    }
-                }
-            }
+        let mut pending: FuturesUnordered<_> = self
+            .listeners
+            .iter()
+            .map(|listener| {
+                let (listener, key) = (Arc::clone(listener), lock_key.to_owned());
+                tokio::spawn(async move { listener.reconcile(&key).await })
+            })
+            .collect();
+        let mut confirmed = 0;
+        while confirmed < needed {
+            let Some(done) = pending.next().await else {
+                break;
+            };
+            confirmed += usize::from(matches!(done, Ok(Outcome::Settled | Outcome::Subscribed)));
         }
         ticket
     }
 }
 
 impl Listener {
-    /// Subscribes to `channel` when it has local waiters and is not subscribed,
-    /// unsubscribes when it has none and is. Serialised, so it is order-proof.
-    /// Returns whether the subscription now matches the waiters.
-    async fn reconcile(&self, channel: &str) -> bool {
-        let mut subscribed = self.subscribed.lock().await;
+    /// A listener on `client`'s server with a supervisor task that restores
+    /// its subscriptions after failures; connects on first use.
+    fn start(client: &Client, config: RedisConfig, queues: &Arc<WaitQueues>) -> Option<Arc<Self>> {
+        let info = client.get_connection_info().clone();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = match Client::open(info.set_redis_settings(settings)) {
+            Ok(client) => client,
+            Err(err) => {
+                tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
+                return None;
+            }
+        };
+        let repair = Arc::new(Notify::new());
+        let listener = Arc::new_cyclic(|me| Listener {
+            me: me.clone(),
+            client,
+            config,
+            link: Mutex::new(Link {
+                generation: 0,
+                connection: None,
+            }),
+            channels: Channels::default(),
+            queues: Arc::clone(queues),
+            repair: Arc::clone(&repair),
+        });
+        tokio::spawn(supervise(Arc::downgrade(&listener), repair));
+        Some(listener)
+    }
+
+    /// Opens the connection now (a `PING`), so the first waiter need not.
+    async fn connect(&self) {
+        let (generation, Some(mut connection)) = self.link() else {
+            return;
+        };
+        let ping: Result<(), _> = redis::cmd("PING").query_async(&mut connection).await;
+        if let Err(err) = ping {
+            tracing::warn!(error = %err, "no pub/sub connection yet; waiters retry when the holder's TTL runs out until it is established");
+            self.connection_failed(generation);
+        }
+    }
+
+    /// The current connection and its generation, creating the connection
+    /// (which connects on first use) if there is none.
+    fn link(&self) -> (u64, Option<ConnectionManager>) {
+        let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+        if link.connection.is_none() {
+            link.connection = self.new_connection(link.generation);
+        }
+        (link.generation, link.connection.clone())
+    }
+
+    /// A lazily connecting RESP3 connection of `generation` that delivers
+    /// release messages into the queues and reports its disconnection.
+    fn new_connection(&self, generation: u64) -> Option<ConnectionManager> {
+        let (queues, me) = (Arc::clone(&self.queues), self.me.clone());
+        let deliver = move |push: PushInfo| -> Result<(), Infallible> {
+            match push.kind {
+                PushKind::Message => {
+                    if let Some(Value::BulkString(channel)) = push.data.first() {
+                        if let Ok(channel) = std::str::from_utf8(channel) {
+                            queues.wake_one(channel);
+                        }
+                    }
+                }
+                PushKind::Disconnection => {
+                    if let Some(listener) = me.upgrade() {
+                        listener.connection_failed(generation);
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        };
+        let config = manager_config(self.config).set_push_sender(deliver);
+        ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
+            .ok()
+    }
+
+    /// Drops the connection of `generation` (unless it was replaced already),
+    /// so the next use opens a new one, and starts restoring subscriptions.
+    fn connection_failed(&self, generation: u64) {
+        let failed = {
+            let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
+            if link.generation != generation {
+                return;
+            }
+            link.generation += 1;
+            link.connection.take()
+        };
+        drop(failed);
+        self.repair.notify_one();
+    }
+
+    /// Subscribes to `channel` when it has local waiters and is not subscribed
+    /// on the current connection, unsubscribes when it has none and is.
+    /// Serialised per channel, so it is order-proof: whatever ran last saw the
+    /// latest waiters.
+    async fn reconcile(&self, channel: &str) -> Outcome {
+        let mut subscribed_on = self.channels.slot(channel).lock_owned().await;
+        let (generation, connection) = self.link();
+        if *subscribed_on != Some(generation) {
+            *subscribed_on = None;
+        }
         let wanted = self.queues.waiters(channel) > 0;
-        let mut connection = self.connection.clone();
-        if wanted && !subscribed.contains(channel) {
-            match connection.subscribe(channel).await {
+        let outcome = match (connection, wanted, subscribed_on.is_some()) {
+            (Some(mut connection), true, false) => match connection.subscribe(channel).await {
                 Ok(()) => {
-                    subscribed.insert(channel.to_owned());
+                    *subscribed_on = Some(generation);
+                    Outcome::Subscribed
                 }
                 Err(err) => {
-                    tracing::debug!(channel, error = %err, "subscribe failed; waiter falls back to TTL timer");
-                    return false;
+                    tracing::debug!(channel, error = %err, "subscribe failed; waiters fall back to the holder's TTL until it succeeds");
+                    Outcome::Failed
+                }
+            },
+            (None, true, false) => Outcome::Failed,
+            (Some(mut connection), false, true) => {
+                *subscribed_on = None;
+                match connection.unsubscribe(channel).await {
+                    Ok(()) => Outcome::Settled,
+                    Err(err) => {
+                        tracing::debug!(channel, error = %err, "unsubscribe failed; the connection is replaced");
+                        Outcome::Failed
+                    }
                 }
             }
-        } else if !wanted && subscribed.remove(channel) {
-            if let Err(err) = connection.unsubscribe(channel).await {
-                tracing::debug!(channel, error = %err, "unsubscribe failed");
-                return false;
-            }
+            _ => Outcome::Settled,
+        };
+        if outcome == Outcome::Failed {
+            self.connection_failed(generation);
         }
-        true
+        self.channels.settle(channel, subscribed_on);
+        outcome
     }
 
     fn reconcile_in_background(self: Arc<Self>, channel: String) {
@@ -149,55 +289,125 @@ impl Listener {
             runtime.spawn(async move { self.reconcile(&channel).await });
         }
     }
+
+    /// One round of restoring subscriptions: subscribes every key that has
+    /// local waiters, then wakes the waiters of each key it subscribed.
+    /// Whether every such key is subscribed now.
+    async fn resubscribe(&self) -> bool {
+        let keys = self.queues.waited_keys();
+        let outcomes =
+            futures_util::future::join_all(keys.iter().map(|key| self.reconcile(key))).await;
+        let mut complete = true;
+        for (key, outcome) in keys.iter().zip(outcomes) {
+            match outcome {
+                Outcome::Subscribed => self.queues.wake_all(key),
+                Outcome::Failed => complete = false,
+                Outcome::Settled => {}
+            }
+        }
+        complete
+    }
 }
 
-/// The RESP3 connection that delivers release messages of one server into `queues`.
-async fn open_listener(
-    client: &Client,
-    config: RedisConfig,
-    queues: &Arc<WaitQueues>,
-    when_unreachable: WhenUnreachable,
-) -> Option<ConnectionManager> {
-    let info = client.get_connection_info().clone();
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    let client = match Client::open(info.set_redis_settings(settings)) {
-        Ok(client) => client,
-        Err(err) => {
-            tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
-            return None;
-        }
-    };
-    let queues = Arc::clone(queues);
-    let deliver = move |push: PushInfo| -> Result<(), Infallible> {
-        match push.kind {
-            PushKind::Message => {
-                if let Some(Value::BulkString(channel)) = push.data.first() {
-                    if let Ok(channel) = std::str::from_utf8(channel) {
-                        queues.wake_one(channel);
-                    }
-                }
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // Lets the supervisor see that the listener is gone, and end.
+        self.repair.notify_one();
+    }
+}
+
+/// After each connection failure, restores the subscriptions of `listener`
+/// in rounds until one succeeds; ends when the listener is dropped.
+async fn supervise(listener: Weak<Listener>, repair: Arc<Notify>) {
+    loop {
+        repair.notified().await;
+        let mut pause = FIRST_REPAIR_PAUSE;
+        loop {
+            let Some(listener) = listener.upgrade() else {
+                return;
+            };
+            if listener.resubscribe().await {
+                break;
             }
-            PushKind::Disconnection => queues.wake_all(),
-            _ => {}
+            drop(listener);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(LONGEST_REPAIR_PAUSE);
         }
-        Ok(())
-    };
-    let manager = manager_config(config)
-        .set_push_sender(deliver)
-        .set_automatic_resubscription();
-    match open_manager(&client, manager.clone()).await {
-        Ok(connection) => Some(connection),
-        Err(err) => match when_unreachable {
-            WhenUnreachable::DoWithout => {
-                tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
-                None
-            }
-            WhenUnreachable::ConnectLater => ConnectionManager::new_lazy_with_config(client, manager)
-                .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection to this node; its releases will not wake waiters"))
-                .ok(),
-        },
+    }
+}
+
+impl Channels {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state of `channel`, created unsubscribed if it has none.
+    fn slot(&self, channel: &str) -> Arc<Slot> {
+        Arc::clone(self.lock().entry(channel.to_owned()).or_default())
+    }
+
+    /// Ends a change of `channel`'s state, forgetting the state if it is
+    /// unsubscribed and no other task waits for it, so the table only holds
+    /// channels in use.
+    fn settle(&self, channel: &str, state: OwnedMutexGuard<Option<u64>>) {
+        let mut slots = self.lock();
+        let idle = state.is_none()
+            && slots.get(channel).is_some_and(|slot| {
+                // Ours, and held only by the table and this guard.
+                Arc::ptr_eq(slot, OwnedMutexGuard::mutex(&state)) && Arc::strong_count(slot) == 2
+            });
+        if idle {
+            slots.remove(channel);
+        }
+        // Released under the table's lock: a task queued on this slot checks
+        // the count only after this guard's reference is gone.
+        drop(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_trip_in_flight_for_one_channel_does_not_hold_up_another() {
+        let channels = Channels::default();
+        let _subscribing_a = channels.slot("a").try_lock_owned().unwrap();
+        assert!(
+            channels.slot("b").try_lock_owned().is_ok(),
+            "channel b waits for channel a"
+        );
+        assert!(
+            channels.slot("a").try_lock_owned().is_err(),
+            "two changes of one channel ran at once"
+        );
+    }
+
+    #[test]
+    fn unsubscribed_channel_is_forgotten_unless_another_task_waits_for_it() {
+        let channels = Channels::default();
+        let state = channels.slot("a").try_lock_owned().unwrap();
+        channels.settle("a", state);
+        assert!(channels.lock().is_empty());
+
+        let state = channels.slot("a").try_lock_owned().unwrap();
+        let queued = channels.slot("a");
+        channels.settle("a", state);
+        assert!(
+            channels.lock().contains_key("a"),
+            "forgotten while another task waits for it"
+        );
+        channels.settle("a", queued.try_lock_owned().unwrap());
+        assert!(channels.lock().is_empty());
+    }
+
+    #[test]
+    fn subscribed_channel_is_remembered() {
+        let channels = Channels::default();
+        let mut state = channels.slot("a").try_lock_owned().unwrap();
+        *state = Some(0);
+        channels.settle("a", state);
+        let state = channels.slot("a").try_lock_owned().unwrap();
+        assert_eq!(*state, Some(0));
     }
 }

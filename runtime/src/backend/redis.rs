@@ -9,13 +9,14 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
-use super::notify::{Notifications, WhenUnreachable};
+use super::notify::Notifications;
+use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
 use crate::options::MinReplicas;
-use crate::scripts;
+use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
-use crate::{LockError, OwnerToken};
+use crate::LockError;
 
 /// Time limits of the Redis connections.
 #[derive(Debug, Clone, Copy)]
@@ -47,12 +48,7 @@ impl RedisBackend {
     ) -> Result<Self, LockError> {
         let client = tls.open_client(url)?;
         let commands = open_manager(&client, manager_config(config)).await?;
-        let notifications = Notifications::open(
-            std::slice::from_ref(&client),
-            config,
-            WhenUnreachable::DoWithout,
-        )
-        .await;
+        let notifications = Notifications::open(std::slice::from_ref(&client), config).await;
         Ok(RedisBackend {
             client,
             config,
@@ -77,7 +73,7 @@ impl RedisBackend {
         match reply {
             Ok(attempt) => Ok(attempt),
             Err(err) => {
-                let err = LockError::from(err);
+                let err = lock_error(err);
                 if matches!(err, LockError::Connection(_)) {
                     undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
                 }
@@ -130,14 +126,14 @@ impl RedisBackend {
             match tokio::time::timeout(limit, invocation.load_async(&mut connection.clone())).await
             {
                 Ok(Ok(_)) => reply = send(connection.clone()).await,
-                Ok(Err(err)) => return Err(err.into()),
+                Ok(Err(err)) => return Err(lock_error(err)),
                 Err(_) => return Err(no_answer(limit)),
             }
         }
         let ((granted, value), acknowledged) = match reply {
             Ok(reply) => reply,
             Err(err) => {
-                let err = err.map_or_else(|| no_answer(limit), LockError::from);
+                let err = err.map_or_else(|| no_answer(limit), lock_error);
                 if matches!(err, LockError::Connection(_)) {
                     undo_unanswered_acquire(connection.clone(), key, token, ttl_ms);
                 }
@@ -184,7 +180,9 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        Ok(release(&mut self.commands.clone(), key, token).await?)
+        release(&mut self.commands.clone(), key, token)
+            .await
+            .map_err(lock_error)
     }
 
     pub(crate) async fn renew(
@@ -193,7 +191,9 @@ impl RedisBackend {
         token: &OwnerToken,
         ttl_ms: u64,
     ) -> Result<bool, LockError> {
-        Ok(renew(&mut self.commands.clone(), key, token, ttl_ms).await?)
+        renew(&mut self.commands.clone(), key, token, ttl_ms)
+            .await
+            .map_err(lock_error)
     }
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
@@ -273,6 +273,20 @@ pub(super) async fn renew(
     Ok(renewed == 1)
 }
 
+/// Our error for a redis-rs error: `Connection` when the server could not be
+/// reached or did not answer in time, else `Server` (an error reply).
+pub(super) fn lock_error(err: RedisError) -> LockError {
+    if err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+    {
+        LockError::Connection(err.to_string())
+    } else {
+        LockError::Server(err.to_string())
+    }
+}
+
 /// A replicated acquisition that got no answer within `limit`.
 fn no_answer(limit: Duration) -> LockError {
     LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
@@ -293,5 +307,19 @@ pub(super) async fn open_manager(
     client
         .get_connection_manager_with_config(config)
         .await
-        .map_err(|err| LockError::Connection(err.to_string()))
+        .map_err(|err| {
+            let message = err.to_string();
+            if is_tls_failure(&message) {
+                LockError::Tls(message)
+            } else {
+                LockError::Connection(message)
+            }
+        })
+}
+
+/// Whether a failure to connect came from the TLS handshake (redis-rs reports
+/// those as I/O errors whose text comes from rustls).
+fn is_tls_failure(message: &str) -> bool {
+    let message = message.to_lowercase();
+    message.contains("certificate") || message.contains("tls")
 }

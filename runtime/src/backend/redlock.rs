@@ -83,15 +83,18 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
-use super::notify::{Notifications, WhenUnreachable};
-use super::redis::{acquire, manager_config, open_manager, release, renew, RedisConfig};
+use super::notify::Notifications;
+use super::redis::{
+    acquire, lock_error, manager_config, open_manager, release, renew, RedisConfig,
+};
+use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
 use crate::lease;
 use crate::options::MinReplicas;
-use crate::scripts;
+use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
-use crate::{LockError, OwnerToken};
+use crate::LockError;
 
 /// Shortest ttl a Redlock lease may have: below it the safety margin and two
 /// round trips leave next to no validity.
@@ -180,7 +183,7 @@ impl RedlockBackend {
                     .iter()
                     .map(|client| open_manager(client, manager_config(config)))
             ),
-            Notifications::open(&clients, config, WhenUnreachable::ConnectLater),
+            Notifications::open(&clients, config),
         );
         let mut nodes = Vec::with_capacity(n);
         let mut unreachable = Vec::new();
@@ -189,7 +192,8 @@ impl RedlockBackend {
                 Ok(commands) => commands,
                 Err(err) => {
                     unreachable.push(format!("{url}: {err}"));
-                    ConnectionManager::new_lazy_with_config(client, manager_config(config))?
+                    ConnectionManager::new_lazy_with_config(client, manager_config(config))
+                        .map_err(lock_error)?
                 }
             };
             nodes.push(Node { url, commands });
@@ -431,7 +435,7 @@ impl RedlockBackend {
                 let reply = op(node.commands.clone());
                 async move {
                     let reply = match tokio::time::timeout(timeout, reply).await {
-                        Ok(reply) => reply.map_err(LockError::from),
+                        Ok(reply) => reply.map_err(lock_error),
                         Err(_) => Err(LockError::Connection(format!(
                             "no answer within {timeout:?}"
                         ))),
