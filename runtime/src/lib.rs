@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod builder;
 mod error;
 mod guard;
 mod install;
@@ -49,9 +50,10 @@ pub mod __private {
 }
 mod private;
 
+pub use builder::LockManagerBuilder;
 pub use error::LockError;
 pub use guard::LockGuard;
 pub use install::{install, installed};
-pub use manager::{LockManager, LockManagerBuilder};
+pub use manager::LockManager;
 pub use options::{LockOptions, OnLost};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};

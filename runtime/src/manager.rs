@@ -4,14 +4,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{
-    Attempt, Backend, LockKey, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, TlsConfig,
-};
+use crate::backend::{Attempt, Backend, LockKey};
+use crate::builder::LockManagerBuilder;
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
 use crate::token::OwnerToken;
-use crate::watchdog::Watchdogs;
+use crate::watchdog::RenewalTimer;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 
 /// How long a newcomer queued behind local waiters waits for a release
@@ -35,135 +34,7 @@ struct ManagerInner {
     backend: Arc<Backend>,
     namespace: String,
     fence_namespace: String,
-    watchdogs: Arc<Watchdogs>,
-}
-
-/// Settings of a [`LockManager`] before it connects.
-#[derive(Debug, Clone)]
-pub struct LockManagerBuilder {
-    namespace: String,
-    redis: RedisConfig,
-    tls: TlsConfig,
-}
-
-impl Default for LockManagerBuilder {
-    fn default() -> Self {
-        LockManagerBuilder {
-            namespace: "lock:".to_owned(),
-            redis: RedisConfig {
-                connect_timeout: Duration::from_secs(1),
-                response_timeout: Duration::from_secs(1),
-            },
-            tls: TlsConfig::default(),
-        }
-    }
-}
-
-impl LockManagerBuilder {
-    /// Prefix of every lock key in Redis (default `lock:`). A `:` is added
-    /// when the prefix does not end with one (`app` becomes `app:`), and
-    /// fencing counters live under the prefix with `-fence` before that `:`
-    /// (`app-fence:`). So every lock key starts with `<base>:` and every
-    /// internal key with `<base>-fence:`: no user key, whatever characters it
-    /// holds, can name an internal key.
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = namespace.into();
-        self
-    }
-
-    /// Longest time to open a connection to Redis (default 1 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.redis.connect_timeout = timeout;
-        self
-    }
-
-    /// Longest time to wait for one command's answer (default 1 s). Keep it
-    /// well below your lock TTLs: a renewal slower than the lease counts as lost.
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.redis.response_timeout = timeout;
-        self
-    }
-
-    /// Trusts the root certificates in `pem` (one or more PEM `CERTIFICATE`
-    /// blocks, e.g. a private CA) for `rediss://` servers, *instead of* the
-    /// operating system's trust store; without it the system's store is used.
-    /// Applies to [`connect`](Self::connect) and [`redlock`](Self::redlock);
-    /// a PEM that cannot be parsed makes them fail with
-    /// `LockError::InvalidOptions`. A certificate the server presents that
-    /// does not chain to these roots makes them fail with
-    /// `LockError::Tls`, which names the certificate problem.
-    ///
-    /// TLS uses rustls. At the first `rediss://` connection this installs
-    /// rustls's `ring` provider as the process-wide default crypto provider,
-    /// unless the application installed one before (which is then used).
-    #[cfg(feature = "tls")]
-    pub fn tls_root_certificate(mut self, pem: Vec<u8>) -> Self {
-        self.tls.root_certificates = Some(pem);
-        self
-    }
-
-    /// Connects to one Redis server: `redis://[user:pass@]host[:port][/db]`,
-    /// or `rediss://…` for TLS with the `tls` feature (see
-    /// `tls_root_certificate`). Fails with `LockError::Connection` within
-    /// about twice the connect timeout when Redis is unreachable,
-    /// `LockError::Tls` when the TLS handshake fails, and with
-    /// `LockError::InvalidUrl` for a URL it cannot use (including `rediss://`
-    /// without the `tls` feature).
-    pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
-        let backend = RedisBackend::connect(url, self.redis, &self.tls).await?;
-        Ok(self.build(Backend::Redis(Box::new(backend))))
-    }
-
-    /// Connects to N independent Redis masters for Redlock: a lock is held
-    /// while a majority of them (N / 2 + 1) holds it, so it survives the loss
-    /// of up to N − quorum nodes. `N` must be odd (3 or 5 in practice): an
-    /// even N is refused with `LockError::InvalidOptions`, because it survives
-    /// no more failures than N − 1 nodes would. Connects to all nodes at once
-    /// and fails with `LockError::Connection` when fewer than a quorum answer;
-    /// the other nodes are connected when they come back.
-    ///
-    /// Each acquisition costs one round trip to all nodes plus one more to
-    /// write the fencing token back (which keeps tokens strictly increasing
-    /// across quorums); renewal and release cost one. The lease is valid for
-    /// the ttl less a safety margin (6 % of the ttl + 2 ms), counted from
-    /// before the first request, and [`LockGuard::valid_until`] reports it.
-    /// The nodes must not fail over to replicas, and a node that restarts
-    /// without its data must stay down for at least the longest ttl in use,
-    /// so that every lock that depended on it has expired or been reported
-    /// lost before it rejoins. `LockOptions::min_replicas` is refused with
-    /// `InvalidOptions`, and so is a ttl under 10 ms. The reasoning behind
-    /// each rule is in the Redlock backend's source (`backend/redlock.rs`).
-    ///
-    /// [`LockGuard::valid_until`]: crate::LockGuard::valid_until
-    pub async fn redlock<I>(self, urls: I) -> Result<LockManager, LockError>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let urls = urls
-            .into_iter()
-            .map(|url| url.as_ref().to_owned())
-            .collect();
-        let backend = RedlockBackend::connect(urls, self.redis, &self.tls).await?;
-        Ok(self.build(Backend::Redlock(backend)))
-    }
-
-    /// A manager whose locks live in this process's memory.
-    pub fn in_memory(self) -> LockManager {
-        self.build(Backend::Memory(MemoryBackend::new()))
-    }
-
-    fn build(self, backend: Backend) -> LockManager {
-        let (namespace, fence_namespace) = key_prefixes(self.namespace);
-        LockManager {
-            inner: Arc::new(ManagerInner {
-                backend: Arc::new(backend),
-                namespace,
-                fence_namespace,
-                watchdogs: Arc::default(),
-            }),
-        }
-    }
+    renewals: Arc<RenewalTimer>,
 }
 
 /// The prefixes of lock keys and of fencing counters for a namespace: `base:`
@@ -179,6 +50,20 @@ fn key_prefixes(mut namespace: String) -> (String, String) {
 }
 
 impl LockManager {
+    /// A manager over `backend` whose keys live under `namespace` (a `:` is
+    /// added when missing; see `LockManagerBuilder::namespace`).
+    pub(crate) fn new(backend: Backend, namespace: String) -> LockManager {
+        let (namespace, fence_namespace) = key_prefixes(namespace);
+        LockManager {
+            inner: Arc::new(ManagerInner {
+                backend: Arc::new(backend),
+                namespace,
+                fence_namespace,
+                renewals: Arc::default(),
+            }),
+        }
+    }
+
     /// Connects to one Redis server with default settings; see [`LockManagerBuilder::connect`].
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         Self::builder().connect(url).await
@@ -341,85 +226,108 @@ impl LockManager {
             return Ok(Some(LockGuard::reentered(lease)));
         }
         let token = OwnerToken::generate();
+        let request = Request {
+            key: &lock_key,
+            token: &token,
+            ttl_ms,
+            replicas,
+        };
         let started = Instant::now();
-        let backend = self.backend();
         // Newcomers queue behind this process's waiters instead of racing them:
         // a task that just released would otherwise win its own lock back
         // before the waiter woken by that release reaches the server.
-        let queue_behind = !wait.is_zero() && backend.local_waiters(&lock_key) > 0;
-        let mut requested_at = Instant::now();
-        let mut attempt = Attempt::Busy { remaining: None };
-        if !queue_behind {
-            attempt = self.attempt(&lock_key, &token, ttl_ms, replicas).await?;
-        }
-        if let Attempt::Busy { remaining } = attempt {
-            if wait.is_zero() {
+        let queue_behind = !wait.is_zero() && self.backend().local_waiters(&lock_key) > 0;
+        let (attempt, sent) = if queue_behind {
+            (Attempt::Busy { remaining: None }, started)
+        } else {
+            self.attempt(&request).await?
+        };
+        let granted = match attempt {
+            Attempt::Acquired { fence } => Some((fence, sent)),
+            Attempt::Busy { .. } if wait.is_zero() => {
                 tracing::debug!(key, "lock busy");
-                return Ok(None);
+                None
             }
-            // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
-            let deadline = started.checked_add(wait);
-            // Subscribing is bounded by the wait too: past the deadline, one
-            // last attempt decides.
-            let watching = backend.watch(&lock_key);
-            let mut ticket = match deadline {
-                Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
-                    .await
-                    .ok(),
-                None => Some(watching.await),
-            };
-            tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
-            let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
-            loop {
-                if let (Some(retry_at), Some(ticket)) = (retry_at, &mut ticket) {
-                    let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
-                    tokio::select! {
-                        () = ticket.woken() => {}
-                        () = tokio::time::sleep_until(retry_at.into()) => {}
-                    }
-                }
-                requested_at = Instant::now();
-                attempt = self.attempt(&lock_key, &token, ttl_ms, replicas).await?;
-                if let Some(ticket) = ticket.as_mut() {
-                    ticket.wake_used();
-                }
-                let Attempt::Busy { remaining } = attempt else {
-                    break;
-                };
-                let now = Instant::now();
-                if deadline.is_some_and(|deadline| now >= deadline) {
-                    tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
-                    return Ok(None);
-                }
-                retry_at = Some(match remaining {
-                    Some(remaining) => {
-                        now + remaining.min(LONGEST_PAUSE) + Duration::from_millis(1)
-                    }
-                    None => now + Duration::from_millis(10),
-                });
+            Attempt::Busy { remaining } => {
+                self.wait_for_release(&request, remaining, started, wait, queue_behind)
+                    .await?
             }
-        }
-        let Attempt::Acquired { fence } = attempt else {
-            unreachable!("the wait loop only ends on acquisition");
+        };
+        let Some((fence, sent)) = granted else {
+            return Ok(None);
         };
         tracing::debug!(key, fence, waited = ?started.elapsed(), "lock acquired");
-        let lease = self.start_lease(lock_key, token, fence, options, requested_at);
+        let lease = self.start_lease(lock_key, token, fence, options, sent);
         Ok(Some(LockGuard::owner(lease)))
     }
 
-    /// One attempt, undone if the caller goes away while it is in flight.
-    async fn attempt(
+    /// Waits up to `wait` (from `started`) for the busy lock of `request`:
+    /// joins the key's local wait queue and subscribes to its releases, then
+    /// retries when a release wakes it or the holder's TTL (`remaining`) runs
+    /// out; a newcomer that `queue_behind` this process's waiters first gives
+    /// them a head start. Returns the fencing token and send time of the
+    /// granted attempt, or `None` when the wait ran out.
+    async fn wait_for_release(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        replicas: Option<MinReplicas>,
-    ) -> Result<Attempt, LockError> {
+        request: &Request<'_>,
+        remaining: Option<Duration>,
+        started: Instant,
+        wait: Duration,
+        queue_behind: bool,
+    ) -> Result<Option<(u64, Instant)>, LockError> {
+        // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
+        let deadline = started.checked_add(wait);
+        // Subscribing is bounded by the wait too: past the deadline, one
+        // last attempt decides.
+        let watching = self.backend().watch(request.key);
+        let mut ticket = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
+                .await
+                .ok(),
+            None => Some(watching.await),
+        };
+        let key = &request.key.user;
+        tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
+        let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
+        loop {
+            if let (Some(retry_at), Some(ticket)) = (retry_at, &mut ticket) {
+                let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
+                tokio::select! {
+                    () = ticket.woken() => {}
+                    () = tokio::time::sleep_until(retry_at.into()) => {}
+                }
+            }
+            let (attempt, sent) = self.attempt(request).await?;
+            if let Some(ticket) = ticket.as_mut() {
+                ticket.wake_used();
+            }
+            let remaining = match attempt {
+                Attempt::Acquired { fence } => return Ok(Some((fence, sent))),
+                Attempt::Busy { remaining } => remaining,
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
+                return Ok(None);
+            }
+            retry_at = Some(match remaining {
+                Some(remaining) => now + remaining.min(LONGEST_PAUSE) + Duration::from_millis(1),
+                None => now + Duration::from_millis(10),
+            });
+        }
+    }
+
+    /// One attempt, undone if the caller goes away while it is in flight;
+    /// returns its outcome and when it was sent.
+    async fn attempt(&self, request: &Request<'_>) -> Result<(Attempt, Instant), LockError> {
         let backend = self.backend();
-        let pending = PendingAcquire::new(backend, key, token);
-        let attempt = backend.try_lock(key, token, ttl_ms, replicas).await;
+        let pending = PendingAcquire::new(backend, request.key, request.token);
+        let sent = Instant::now();
+        let attempt = backend
+            .try_lock(request.key, request.token, request.ttl_ms, request.replicas)
+            .await;
         pending.settled();
-        attempt
+        Ok((attempt?, sent))
     }
 
     fn start_lease(
@@ -439,7 +347,7 @@ impl LockManager {
             options.ttl,
             requested_at,
         );
-        let watchdog = self.inner.watchdogs.watch(
+        let watchdog = self.inner.renewals.watch(
             Arc::clone(self.backend()),
             key,
             token,
@@ -451,6 +359,14 @@ impl LockManager {
         lease.set_watchdog(watchdog);
         Arc::new(lease)
     }
+}
+
+/// What every attempt of one acquisition sends.
+struct Request<'a> {
+    key: &'a LockKey,
+    token: &'a OwnerToken,
+    ttl_ms: u64,
+    replicas: Option<MinReplicas>,
 }
 
 impl std::fmt::Debug for LockManager {

@@ -33,7 +33,7 @@ const IDLE: Duration = Duration::from_secs(1);
 
 /// The renewal timer of one manager.
 #[derive(Default)]
-pub(crate) struct Watchdogs {
+pub(crate) struct RenewalTimer {
     schedule: Mutex<Schedule>,
     wake: Notify,
 }
@@ -55,7 +55,7 @@ pub(crate) struct Watchdog {
     ttl: Duration,
     renew: bool,
     status: watch::Sender<LeaseStatus>,
-    timer: Weak<Watchdogs>,
+    timer: Weak<RenewalTimer>,
     state: Mutex<WatchState>,
 }
 
@@ -70,7 +70,7 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Watchdogs {
+impl RenewalTimer {
     /// Starts watching a new lease whose acquisition was sent at `sent`:
     /// renewal every `ttl / 3` when `renew`, otherwise a loss report when its
     /// fixed validity ends.
@@ -176,7 +176,7 @@ impl Watchdogs {
 
 /// Marks the timer as gone when its task ends, also when its runtime shuts
 /// down, so the next lease starts a new one.
-struct TimerRunning(Arc<Watchdogs>);
+struct TimerRunning(Arc<RenewalTimer>);
 
 impl Drop for TimerRunning {
     fn drop(&mut self) {

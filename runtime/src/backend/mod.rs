@@ -2,6 +2,8 @@
 //! renew, wait for a release), so guards, watchdog and the macro never need to
 //! know which one they talk to.
 
+mod commands;
+mod connection;
 mod memory;
 mod notify;
 mod redis;
@@ -11,8 +13,9 @@ mod tls;
 
 use std::time::Duration;
 
+pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::redis::{RedisBackend, RedisConfig};
+pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::tls::TlsConfig;
 
@@ -39,22 +42,6 @@ pub(crate) enum Attempt {
     Acquired { fence: u64 },
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
-}
-
-impl Attempt {
-    /// Reads the `{granted, value}` reply of `acquire.lua`: the fencing token
-    /// when granted, else the holder's remaining TTL in ms (negative: none).
-    pub(crate) fn from_acquire_reply(granted: i64, value: i64) -> Self {
-        if granted == 1 {
-            Attempt::Acquired {
-                fence: u64::try_from(value).unwrap_or(0),
-            }
-        } else {
-            Attempt::Busy {
-                remaining: u64::try_from(value).ok().map(Duration::from_millis),
-            }
-        }
-    }
 }
 
 /// One of the lock stores.

@@ -33,7 +33,7 @@ use redis::aio::ConnectionManager;
 use redis::{Client, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
-use super::redis::{manager_config, RedisConfig};
+use super::connection::{manager_config, RedisConfig};
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.

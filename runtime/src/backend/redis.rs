@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
+use super::commands::{acquire, attempt_from_reply, release, renew};
+use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
@@ -17,15 +19,6 @@ use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
 use crate::LockError;
-
-/// Time limits of the Redis connections.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RedisConfig {
-    /// Longest time to open a TCP connection (and its handshake).
-    pub(crate) connect_timeout: Duration,
-    /// Longest time to wait for the answer to one command.
-    pub(crate) response_timeout: Duration,
-}
 
 /// Locks in one Redis server (or one master).
 pub(crate) struct RedisBackend {
@@ -140,7 +133,7 @@ impl RedisBackend {
                 return Err(err);
             }
         };
-        let attempt = Attempt::from_acquire_reply(granted, value);
+        let attempt = attempt_from_reply(granted, value);
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
         if matches!(attempt, Attempt::Busy { .. }) || acknowledged >= replicas.replicas {
             return Ok(attempt);
@@ -225,101 +218,7 @@ fn undo_unanswered_acquire(
     });
 }
 
-/// Runs `acquire.lua` once on one server.
-pub(super) async fn acquire(
-    connection: &mut ConnectionManager,
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
-) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = scripts::ACQUIRE
-        .key(&key.lock)
-        .key(&key.fence)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
-    Ok(Attempt::from_acquire_reply(granted, value))
-}
-
-/// Runs `release.lua` once on one server: whether our lock was deleted.
-pub(super) async fn release(
-    connection: &mut ConnectionManager,
-    key: &LockKey,
-    token: &OwnerToken,
-) -> Result<bool, RedisError> {
-    let deleted: i64 = scripts::RELEASE
-        .key(&key.lock)
-        .arg(token.as_str())
-        .arg(&key.lock)
-        .invoke_async(connection)
-        .await?;
-    Ok(deleted == 1)
-}
-
-/// Runs `renew.lua` once on one server: whether our lease was extended.
-pub(super) async fn renew(
-    connection: &mut ConnectionManager,
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
-) -> Result<bool, RedisError> {
-    let renewed: i64 = scripts::RENEW
-        .key(&key.lock)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
-    Ok(renewed == 1)
-}
-
-/// Our error for a redis-rs error: `Connection` when the server could not be
-/// reached or did not answer in time, else `Server` (an error reply).
-pub(super) fn lock_error(err: RedisError) -> LockError {
-    if err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-    {
-        LockError::Connection(err.to_string())
-    } else {
-        LockError::Server(err.to_string())
-    }
-}
-
 /// A replicated acquisition that got no answer within `limit`.
 fn no_answer(limit: Duration) -> LockError {
     LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
-}
-
-pub(super) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.response_timeout))
-        .set_number_of_retries(1)
-        .set_max_delay(config.connect_timeout)
-}
-
-pub(super) async fn open_manager(
-    client: &Client,
-    config: ConnectionManagerConfig,
-) -> Result<ConnectionManager, LockError> {
-    client
-        .get_connection_manager_with_config(config)
-        .await
-        .map_err(|err| {
-            let message = err.to_string();
-            if is_tls_failure(&message) {
-                LockError::Tls(message)
-            } else {
-                LockError::Connection(message)
-            }
-        })
-}
-
-/// Whether a failure to connect came from the TLS handshake (redis-rs reports
-/// those as I/O errors whose text comes from rustls).
-fn is_tls_failure(message: &str) -> bool {
-    let message = message.to_lowercase();
-    message.contains("certificate") || message.contains("tls")
 }

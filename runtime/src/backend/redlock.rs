@@ -83,10 +83,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
+use super::commands::{acquire, release, renew};
+use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::notify::Notifications;
-use super::redis::{
-    acquire, lock_error, manager_config, open_manager, release, renew, RedisConfig,
-};
 use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
