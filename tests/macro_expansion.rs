@@ -2,7 +2,9 @@
 //! body behaves, without Redis: every function here uses `crate = shim`, a
 //! stand-in for `distributed_lock` that records each call of
 //! `__private::locked` and then runs (or, when told the lock is busy, skips)
-//! the body.
+//! the body. `expansion_contract!` checks at compile time that the shim and
+//! the real crate provide the items the expansion names, with the same
+//! signatures.
 
 use std::cell::Cell;
 use std::fmt;
@@ -11,8 +13,52 @@ use std::time::Duration;
 
 use distributed_lock::distributed_lock;
 
+/// Compiles only while `$krate` provides every item the expansion names, as
+/// the expansion uses it: applied to the real crate and to the shim, it keeps
+/// the shim's signatures those of the runtime.
+macro_rules! expansion_contract {
+    ($krate:ident) => {
+        const _: () = {
+            use std::future::Future;
+            use std::time::Duration;
+
+            use $krate::{LockError, LockManager, LockOptions, OnLost};
+
+            let _: fn(&LockManager) -> LockManager = <LockManager as Clone>::clone;
+            let _: fn() -> LockOptions = LockOptions::new;
+            let _: fn(LockOptions, Duration) -> LockOptions = LockOptions::ttl;
+            let _: fn(LockOptions, Duration) -> LockOptions = LockOptions::wait;
+            let _: fn(LockOptions, bool) -> LockOptions = LockOptions::renew;
+            let _: fn(LockOptions, bool) -> LockOptions = LockOptions::reentrant;
+            let _: fn(LockOptions, OnLost) -> LockOptions = LockOptions::on_lost;
+            let _: fn(LockOptions, u32, Duration) -> LockOptions = LockOptions::min_replicas;
+            let _: fn(LockOptions, u32) -> LockOptions = LockOptions::min_replicas_default_timeout;
+            let _: [OnLost; 2] = [OnLost::Cancel, OnLost::Continue];
+
+            /// The call the expansion makes: manager, key, options and body
+            /// in, the body's result (or the lock's error) out.
+            #[allow(dead_code)]
+            fn locked<F, T, E>(
+                manager: Option<LockManager>,
+                key: String,
+                options: LockOptions,
+                body: F,
+            ) -> impl Future<Output = Result<T, E>>
+            where
+                F: Future<Output = Result<T, E>>,
+                E: From<LockError>,
+            {
+                $krate::__private::locked(manager, key, options, body)
+            }
+        };
+    };
+}
+
+expansion_contract!(distributed_lock);
+expansion_contract!(shim);
+
 /// Stands in for the `distributed_lock` crate, with the items the expansion
-/// names and the signature of `__private::locked` from the contract.
+/// names.
 mod shim {
     use std::cell::RefCell;
     use std::future::Future;
@@ -30,6 +76,8 @@ mod shim {
         pub renew: Option<bool>,
         pub reentrant: Option<bool>,
         pub on_lost: Option<OnLost>,
+        /// Replicas and timeout; `None`: the runtime's default timeout.
+        pub min_replicas: Option<(u32, Option<Duration>)>,
     }
 
     impl LockOptions {
@@ -66,6 +114,18 @@ mod shim {
                 ..self
             }
         }
+        pub fn min_replicas(self, replicas: u32, timeout: Duration) -> Self {
+            LockOptions {
+                min_replicas: Some((replicas, Some(timeout))),
+                ..self
+            }
+        }
+        pub fn min_replicas_default_timeout(self, replicas: u32) -> Self {
+            LockOptions {
+                min_replicas: Some((replicas, None)),
+                ..self
+            }
+        }
     }
 
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +141,7 @@ mod shim {
     /// One call of `locked`, as the expansion made it.
     #[derive(Debug, PartialEq)]
     pub struct Call {
-        pub client: Option<LockManager>,
+        pub manager: Option<LockManager>,
         pub key: String,
         pub options: LockOptions,
     }
@@ -123,7 +183,7 @@ mod shim {
         use super::*;
 
         pub async fn locked<F, T, E>(
-            client: Option<LockManager>,
+            manager: Option<LockManager>,
             key: String,
             options: LockOptions,
             body: F,
@@ -135,7 +195,7 @@ mod shim {
             event(format!("acquire {key}"));
             CALLS.with(|calls| {
                 calls.borrow_mut().push(Call {
-                    client,
+                    manager,
                     key: key.clone(),
                     options,
                 })
@@ -271,20 +331,53 @@ async fn defaults() -> Result<(), AppError> {
 }
 
 #[tokio::test]
-async fn omitted_options_get_the_documented_defaults() {
+async fn options_not_written_are_left_to_the_runtimes_defaults() {
     defaults().await.unwrap();
     let call = only_call();
-    assert_eq!(call.client, None, "no client: the installed manager");
+    assert_eq!(call.manager, None, "no manager: the installed one");
     assert_eq!(
         call.options,
+        shim::LockOptions::default(),
+        "no setter called"
+    );
+}
+
+#[distributed_lock(crate = shim, key = "some", wait = "2s", reentrant = false)]
+async fn some_options() -> Result<(), AppError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn only_the_options_written_reach_the_runtime() {
+    some_options().await.unwrap();
+    assert_eq!(
+        only_call().options,
         shim::LockOptions {
-            ttl: Some(Duration::from_secs(30)),
-            wait: Some(Duration::ZERO),
-            renew: Some(true),
-            reentrant: Some(true),
-            on_lost: Some(OnLost::Cancel),
+            wait: Some(Duration::from_secs(2)),
+            reentrant: Some(false),
+            ..shim::LockOptions::default()
         }
     );
+}
+
+#[distributed_lock(crate = shim, key = "replicated", min_replicas = 2)]
+async fn replicated() -> Result<(), AppError> {
+    Ok(())
+}
+
+#[distributed_lock(crate = shim, key = "replicated", ttl = "300ms", min_replicas = 1)]
+async fn replicated_short_ttl() -> Result<(), AppError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn min_replicas_without_timeout_leaves_the_timeout_to_the_runtime() {
+    replicated().await.unwrap();
+    assert_eq!(only_call().options.min_replicas, Some((2, None)));
+    replicated_short_ttl().await.unwrap();
+    let options = only_call().options;
+    assert_eq!(options.min_replicas, Some((1, None)));
+    assert_eq!(options.ttl, Some(Duration::from_millis(300)));
 }
 
 #[distributed_lock(
@@ -295,6 +388,8 @@ async fn omitted_options_get_the_documented_defaults() {
     renew = false,
     reentrant = false,
     on_lost = "continue",
+    min_replicas = 1,
+    replica_timeout = "50ms",
 )]
 async fn every_option() -> Result<(), AppError> {
     Ok(())
@@ -311,6 +406,7 @@ async fn every_option_reaches_the_runtime() {
             renew: Some(false),
             reentrant: Some(false),
             on_lost: Some(OnLost::Continue),
+            min_replicas: Some((1, Some(Duration::from_millis(50)))),
         }
     );
 }
@@ -396,7 +492,7 @@ impl Account {
         }
     }
 
-    #[distributed_lock(crate = shim, key = "account:{self.id}", client = self.locks)]
+    #[distributed_lock(crate = shim, key = "account:{self.id}", manager = self.locks)]
     async fn balance(&self) -> Result<u64, AppError> {
         Ok(self.balance)
     }
@@ -407,6 +503,7 @@ impl Account {
         Ok(self.balance)
     }
 
+    /// `client` is the older name of `manager`.
     #[distributed_lock(crate = shim, key = "account:{self.id}", client = self.shared)]
     async fn close(self) -> Result<u64, AppError> {
         Ok(self.balance)
@@ -427,7 +524,7 @@ async fn methods_lock_on_self_fields_with_every_receiver() {
     assert_eq!(Arc::new(Account::new()).shared().await, Ok(10));
     let calls: Vec<_> = take_calls()
         .into_iter()
-        .map(|call| (call.key, call.client))
+        .map(|call| (call.key, call.manager))
         .collect();
     assert_eq!(
         calls,
@@ -440,15 +537,15 @@ async fn methods_lock_on_self_fields_with_every_receiver() {
     );
 }
 
-#[distributed_lock(crate = shim, key = "borrowed", client = manager)]
-async fn borrowed_client(manager: &LockManager) -> Result<(), AppError> {
+#[distributed_lock(crate = shim, key = "borrowed", manager = manager)]
+async fn borrowed_manager(manager: &LockManager) -> Result<(), AppError> {
     Ok(())
 }
 
 #[tokio::test]
-async fn client_may_be_a_reference() {
-    borrowed_client(&LockManager("borrowed")).await.unwrap();
-    assert_eq!(only_call().client, Some(LockManager("borrowed")));
+async fn manager_may_be_a_reference() {
+    borrowed_manager(&LockManager("borrowed")).await.unwrap();
+    assert_eq!(only_call().manager, Some(LockManager("borrowed")));
 }
 
 #[distributed_lock(crate = shim, key = "generic:{key}:{label}")]
@@ -466,14 +563,14 @@ async fn generic_functions_and_impl_trait_arguments() {
 }
 
 /// Names the expansion uses for its own locals, taken by the user.
-#[distributed_lock(crate = shim, key = "{__distributed_lock_key}:{__distributed_lock_client}")]
+#[distributed_lock(crate = shim, key = "{__distributed_lock_key}:{__distributed_lock_manager}")]
 async fn hygiene(
     __distributed_lock_key: u32,
-    __distributed_lock_client: &str,
+    __distributed_lock_manager: &str,
 ) -> Result<String, AppError> {
     let __distributed_lock_return = "mine";
     Ok(format!(
-        "{__distributed_lock_key}{__distributed_lock_client}{__distributed_lock_return}"
+        "{__distributed_lock_key}{__distributed_lock_manager}{__distributed_lock_return}"
     ))
 }
 

@@ -3,17 +3,69 @@
 //! taken before the transaction begins and released after it commits or rolls
 //! back. Every function uses `crate = shim`, a stand-in for `distributed_lock`
 //! whose `locked`, `begin_transaction` and `finish_transaction` log events.
+//! `expansion_contract!` checks at compile time that the shim and the real
+//! crate provide these with the same signatures.
 #![cfg(feature = "sqlx")]
 
 use distributed_lock::{distributed_lock, transactional};
 use shim::{take_events, DbError, LockError, Pool};
+
+/// Compiles only while `$krate` provides the items both expansions name here,
+/// as they use them, with `$pool`, `$transaction` and `$error` standing for
+/// the database's types: applied to the real crate (with SQLite) and to the
+/// shim, it keeps the shim's signatures those of the runtime.
+macro_rules! expansion_contract {
+    ($krate:ident, pool: $pool:ty, transaction: $transaction:ty, error: $error:ty) => {
+        #[allow(dead_code)]
+        const _: () = {
+            use std::future::Future;
+
+            use $krate::{LockError, LockManager, LockOptions};
+
+            let _: fn() -> LockOptions = LockOptions::new;
+
+            fn locked<F, T, E>(
+                manager: Option<LockManager>,
+                key: String,
+                options: LockOptions,
+                body: F,
+            ) -> impl Future<Output = Result<T, E>>
+            where
+                F: Future<Output = Result<T, E>>,
+                E: From<LockError>,
+            {
+                $krate::__private::locked(manager, key, options, body)
+            }
+
+            fn begin_transaction<'p>(
+                pool: &'p $pool,
+                statement: Option<&'static str>,
+            ) -> impl Future<Output = Result<$transaction, $error>> + 'p {
+                $krate::__private::begin_transaction(pool, statement)
+            }
+
+            fn finish_transaction<T, E: From<$error>>(
+                outcome: Result<($transaction, Result<T, E>), $error>,
+            ) -> impl Future<Output = Result<T, E>> {
+                $krate::__private::finish_transaction(outcome)
+            }
+        };
+    };
+}
+
+expansion_contract!(
+    distributed_lock,
+    pool: sqlx::SqlitePool,
+    transaction: sqlx::Transaction<'static, sqlx::Sqlite>,
+    error: sqlx::Error
+);
+expansion_contract!(shim, pool: Pool, transaction: shim::Transaction, error: DbError);
 
 /// Stands in for the `distributed_lock` crate, with the items both
 /// expansions name.
 mod shim {
     use std::cell::RefCell;
     use std::future::Future;
-    use std::time::Duration;
 
     /// `#[distributed_lock]` above `#[transactional]` re-emits itself as
     /// `#[shim::distributed_lock(..)]`.
@@ -23,32 +75,13 @@ mod shim {
     #[derive(Clone)]
     pub struct LockManager;
 
-    /// Accepts every setter the expansion calls.
+    /// No option is written here, so the expansion calls no setter.
     pub struct LockOptions;
 
     impl LockOptions {
         pub fn new() -> Self {
             LockOptions
         }
-        pub fn ttl(self, _: Duration) -> Self {
-            self
-        }
-        pub fn wait(self, _: Duration) -> Self {
-            self
-        }
-        pub fn renew(self, _: bool) -> Self {
-            self
-        }
-        pub fn reentrant(self, _: bool) -> Self {
-            self
-        }
-        pub fn on_lost(self, _: OnLost) -> Self {
-            self
-        }
-    }
-
-    pub enum OnLost {
-        Cancel,
     }
 
     /// What the shim's `locked` returns when the lock is busy.
@@ -102,7 +135,7 @@ mod shim {
         use super::*;
 
         pub async fn locked<F, T, E>(
-            _client: Option<LockManager>,
+            _manager: Option<LockManager>,
             key: String,
             _options: LockOptions,
             body: F,

@@ -1,32 +1,37 @@
-//! The `#[distributed_lock]` attribute of the `distributed-lock` crate.
+//! The attributes of the `distributed-lock` crate: `#[distributed_lock]` and
+//! `#[transactional]`.
 //!
-//! This crate only reads and rewrites syntax; it knows nothing of Redis. Use
-//! the attribute through `distributed_lock::distributed_lock`, which also
+//! This crate only reads and rewrites syntax; it knows nothing of Redis or
+//! databases. Use the attributes through `distributed_lock`, which also
 //! provides the runtime that the generated code calls.
 
 #![warn(missing_docs)]
 
-mod args;
-mod duration;
-mod errors;
-mod expand;
-mod key;
-mod open_transaction;
-mod return_edge;
-mod signature;
-mod template;
+mod lock;
+mod shared;
 mod transactional;
 
 use proc_macro::TokenStream;
 
 /// Runs an `async fn` while holding a distributed lock.
 ///
-/// ```ignore
-/// use distributed_lock::{distributed_lock, LockError};
+/// ```no_run
+/// use distributed_lock::{distributed_lock, LockError, LockManager};
 ///
-/// #[distributed_lock(key = "order:{order.id}:{user_id}", ttl = "30s", wait = "2s")]
-/// async fn pay(&self, order: &Order, user_id: u64) -> Result<Receipt, PayError> {
-///     // runs only while this process holds `order:<id>:<user_id>`
+/// struct Order {
+///     id: u64,
+/// }
+///
+/// struct Payments {
+///     locks: LockManager,
+/// }
+///
+/// impl Payments {
+///     #[distributed_lock(key = "order:{order.id}:{user_id}", ttl = "30s", wait = "2s", manager = self.locks)]
+///     async fn pay(&self, order: &Order, user_id: u64) -> Result<u64, LockError> {
+///         // Runs only while this process holds `order:<id>:<user_id>`.
+///         Ok(order.id + user_id)
+///     }
 /// }
 /// ```
 ///
@@ -35,33 +40,34 @@ use proc_macro::TokenStream;
 /// or losing it, is reported through `E`. `return` and `?` in the body leave
 /// only the body: the lock is released afterwards in every case.
 ///
-/// Options, all `name = value`:
+/// Options, all `name = value`. An option that is not written keeps the
+/// default of `distributed_lock::LockOptions::new()`, shown in brackets.
 ///
 /// - `key = "..."` (required): text with `{param}`, `{param.field.subfield}`
 ///   or `{self.field}` placeholders, each formatted with `Display`; `{{` and
 ///   `}}` are literal braces. Built once, before acquiring.
-/// - `ttl = "30s"`: the lease (default 30 s, must not be zero). Durations are
-///   numbers with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`,
-///   `"5m"`, `"1m30s"`.
-/// - `wait = "2s"`: how long to wait for a busy lock (default `"0s"`: one
-///   attempt).
-/// - `renew = true|false`: renew the lease while the body runs (default
-///   `true`).
+/// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
+///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
+///   `"1m30s"`.
+/// - `wait = "2s"`: how long to wait for a busy lock (none: one attempt).
+/// - `renew = true|false`: renew the lease while the body runs (`true`).
 /// - `reentrant = true|false`: a task holding the key may enter again
-///   (default `true`).
+///   (`true`).
 /// - `on_lost = "cancel"|"continue"`: when the lease is lost, stop the body at
-///   its next `.await` and return `LockError::LeaseLost` (default), or let it
-///   finish.
-/// - `client = expr`: the manager to use, any `Borrow<LockManager>` such as
-///   `self.locks`; by default the one installed with
-///   `distributed_lock::install`.
-/// - `allow_open_transaction = true|false`: accept parameters that look like
-///   a transaction the caller opened (default `false`, see below).
+///   its next `.await` and return `LockError::LeaseLost` (`"cancel"`), or let
+///   it finish.
+/// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
+///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
+///   installed with `distributed_lock::install`). `client = expr` is an older
+///   name for it.
 /// - `min_replicas = 1`: after acquiring, wait for this many replicas to
 ///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
-///   released again and the call fails with `LockError::NotReplicated`.
-/// - `replica_timeout = "200ms"`: how long to wait for them (default 200 ms,
-///   or half the ttl if shorter); needs `min_replicas`.
+///   released again and the call fails with `LockError::NotReplicated` (off).
+/// - `replica_timeout = "200ms"`: how long to wait for them (200 ms, or half
+///   the ttl if shorter); at least 1 ms and shorter than the ttl; needs
+///   `min_replicas`.
+/// - `allow_open_transaction = true|false`: accept parameters that look like
+///   a transaction the caller opened (`false`, see below).
 /// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
 ///
 /// A parameter whose type names `Transaction`, or is a `&mut` to a type whose
@@ -70,26 +76,59 @@ use proc_macro::TokenStream;
 /// Open the transaction inside the lock with `#[transactional]` instead.
 /// Stacked with `#[transactional]` in either order, the lock is taken before
 /// the transaction begins and released after it commits.
+///
+/// Every mistake in the attribute is a compile error at its span, all
+/// reported by one compile; the function is then left as written.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::expand(args.into(), item.into()).into()
+    lock::expand(args.into(), item.into()).into()
 }
 
 /// Runs an `async fn`'s body with a database transaction (sqlx): commits when
 /// the body returns `Ok`, rolls back when it returns `Err`, panics or is
-/// cancelled.
+/// cancelled. Needs the `sqlx` feature of `distributed-lock`.
 ///
-/// ```ignore
-/// use distributed_lock::{distributed_lock, transactional};
+/// ```no_run
+/// use distributed_lock::{distributed_lock, transactional, LockError, LockManager};
+/// use sqlx::SqlitePool;
 ///
-/// #[transactional(pool = self.db)]
-/// #[distributed_lock(key = "stock:{sku}", client = self.locks)]
-/// async fn buy(&self, sku: &str) -> Result<i64, ShopError> {
-///     let stock: i64 = sqlx::query_scalar("SELECT units FROM stock WHERE sku = ?")
-///         .bind(sku)
-///         .fetch_one(&mut **tx)
-///         .await?;
-///     // ...
+/// #[derive(Debug)]
+/// enum ShopError {
+///     Lock(LockError),
+///     Db(sqlx::Error),
+/// }
+///
+/// impl From<LockError> for ShopError {
+///     fn from(error: LockError) -> Self {
+///         ShopError::Lock(error)
+///     }
+/// }
+///
+/// impl From<sqlx::Error> for ShopError {
+///     fn from(error: sqlx::Error) -> Self {
+///         ShopError::Db(error)
+///     }
+/// }
+///
+/// struct Shop {
+///     db: SqlitePool,
+///     locks: LockManager,
+/// }
+///
+/// impl Shop {
+///     #[transactional(pool = self.db)]
+///     #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
+///     async fn buy(&self, sku: &str) -> Result<i64, ShopError> {
+///         let units: i64 = sqlx::query_scalar("SELECT units FROM stock WHERE sku = ?")
+///             .bind(sku)
+///             .fetch_one(&mut **tx)
+///             .await?;
+///         sqlx::query("UPDATE stock SET units = units - 1 WHERE sku = ?")
+///             .bind(sku)
+///             .execute(&mut **tx)
+///             .await?;
+///         Ok(units - 1)
+///     }
 /// }
 /// ```
 ///
@@ -107,15 +146,10 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// - `pool = expr` (required): any `Borrow<sqlx::Pool<DB>>`, such as
 ///   `self.db` or a `&PgPool` parameter.
-/// - `tx = name`: the name the body sees the transaction under (default `tx`).
+/// - `tx = name`: the name the body sees the transaction under (`tx`).
 /// - `begin = "..."`: the statement that opens the transaction instead of the
 ///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
 ///   read then write.
-/// - `min_replicas = 1`: after acquiring, wait for this many replicas to
-///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
-///   released again and the call fails with `LockError::NotReplicated`.
-/// - `replica_timeout = "200ms"`: how long to wait for them (default 200 ms,
-///   or half the ttl if shorter); needs `min_replicas`.
 /// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
 #[proc_macro_attribute]
 pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {

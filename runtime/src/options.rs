@@ -28,8 +28,19 @@ pub struct LockOptions {
     pub(crate) renew: bool,
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
-    pub(crate) min_replicas: Option<MinReplicas>,
+    pub(crate) min_replicas: Option<ReplicaRequirement>,
 }
+
+/// What the caller asked of replicas; the default timeout is resolved
+/// against the ttl when acquiring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaRequirement {
+    replicas: u32,
+    timeout: Option<Duration>,
+}
+
+/// The replica timeout when none is given: 200 ms, or half the ttl if shorter.
+const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// How many replicas must acknowledge an acquisition, and how long to wait for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,14 +140,33 @@ impl LockOptions {
     /// rejects it with `InvalidOptions`: its nodes are independent masters
     /// without failover, and its safety comes from the quorum instead.
     pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.min_replicas = (replicas > 0).then_some(MinReplicas { replicas, timeout });
+        self.min_replicas = (replicas > 0).then_some(ReplicaRequirement {
+            replicas,
+            timeout: Some(timeout),
+        });
+        self
+    }
+
+    /// As [`min_replicas`](Self::min_replicas), waiting for the replicas up
+    /// to the default timeout: 200 ms, or half the ttl when that is shorter.
+    pub fn min_replicas_default_timeout(mut self, replicas: u32) -> Self {
+        self.min_replicas = (replicas > 0).then_some(ReplicaRequirement {
+            replicas,
+            timeout: None,
+        });
         self
     }
 
     /// The required replica acknowledgements and their timeout, if any.
     pub fn get_min_replicas(&self) -> Option<(u32, Duration)> {
         self.min_replicas
-            .map(|required| (required.replicas, required.timeout))
+            .map(|required| (required.replicas, self.replica_timeout(required)))
+    }
+
+    fn replica_timeout(&self, required: ReplicaRequirement) -> Duration {
+        required
+            .timeout
+            .unwrap_or_else(|| DEFAULT_REPLICA_TIMEOUT.min(self.ttl / 2))
     }
 
     pub(crate) fn ttl_millis(&self) -> Result<u64, crate::LockError> {
@@ -157,8 +187,12 @@ impl LockOptions {
 
     /// The replica requirement, checked against the ttl.
     pub(crate) fn replication(&self) -> Result<Option<MinReplicas>, crate::LockError> {
-        let Some(required) = self.min_replicas else {
+        let Some(requirement) = self.min_replicas else {
             return Ok(None);
+        };
+        let required = MinReplicas {
+            replicas: requirement.replicas,
+            timeout: self.replica_timeout(requirement),
         };
         if required.timeout < Duration::from_millis(1) {
             return Err(crate::LockError::InvalidOptions(
@@ -173,5 +207,41 @@ impl LockOptions {
             )));
         }
         Ok(Some(required))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_replica_timeout_is_200ms_or_half_a_shorter_ttl() {
+        let options = LockOptions::new().min_replicas_default_timeout(2);
+        assert_eq!(
+            options.get_min_replicas(),
+            Some((2, Duration::from_millis(200)))
+        );
+        let short = options.ttl(Duration::from_millis(300));
+        assert_eq!(
+            short.get_min_replicas(),
+            Some((2, Duration::from_millis(150)))
+        );
+        assert_eq!(
+            short
+                .replication()
+                .unwrap()
+                .map(|required| required.timeout),
+            Some(Duration::from_millis(150))
+        );
+    }
+
+    #[test]
+    fn zero_replicas_means_no_requirement() {
+        assert_eq!(
+            LockOptions::new()
+                .min_replicas_default_timeout(0)
+                .get_min_replicas(),
+            None
+        );
     }
 }

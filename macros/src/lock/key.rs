@@ -1,0 +1,136 @@
+//! The lock key: the template of `key = "..."` checked against the function's
+//! parameters and turned into a `format!` call.
+
+use std::ops::Range;
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote_spanned;
+use syn::visit::Visit;
+use syn::{FnArg, Ident, Index, LitStr, Member, Pat, PatIdent, Signature};
+
+use crate::lock::template::{self, Placeholder};
+use crate::shared::errors::Errors;
+
+/// The `::std::format!(...)` expression that builds the key, or `None` after
+/// recording why it cannot be built.
+pub(crate) fn format_call(
+    key: &LitStr,
+    sig: &Signature,
+    errors: &mut Errors,
+) -> Option<TokenStream> {
+    let text = key.value();
+    let template = match template::parse(&text) {
+        Ok(template) => template,
+        Err(error) => {
+            errors.push(syn::Error::new(span_of(key, error.range), error.message));
+            return None;
+        }
+    };
+    let params = Params::of(sig);
+    let mut arguments = Vec::with_capacity(template.placeholders.len());
+    for placeholder in &template.placeholders {
+        let span = span_of(key, placeholder.range.clone());
+        match params.check(placeholder, &sig.ident) {
+            Ok(()) => arguments.push(access(placeholder, span)),
+            Err(message) => errors.push(syn::Error::new(span, message)),
+        }
+    }
+    if arguments.len() < template.placeholders.len() {
+        return None;
+    }
+    let format = LitStr::new(&template.format, key.span());
+    Some(quote_spanned! {key.span()=>
+        ::std::format!(#format #(, #arguments)*)
+    })
+}
+
+/// The span of `range` (bytes of the key's value) inside the literal, where
+/// the compiler can tell it (nightly, plain `"..."` literals); otherwise the
+/// whole literal.
+fn span_of(key: &LitStr, range: Range<usize>) -> Span {
+    let token = key.token();
+    let source = token.to_string();
+    let plain = source.starts_with('"') && !source.contains('\\');
+    plain
+        .then(|| token.subspan(range.start + 1..range.end + 1))
+        .flatten()
+        .unwrap_or_else(|| key.span())
+}
+
+/// `&root.field.field`, located at the placeholder so that a missing field or
+/// a missing `Display` impl is reported there. The hygiene stays the call
+/// site's, so the names resolve to the parameters, and marks the code as
+/// generated, so the compiler does not suggest edits inside the key text.
+fn access(placeholder: &Placeholder, location: Span) -> TokenStream {
+    let span = Span::call_site().located_at(location);
+    let root = Ident::new(&placeholder.root, span);
+    let fields = placeholder.fields.iter().map(|field| match field.parse() {
+        Ok(index) => Member::Unnamed(Index { index, span }),
+        Err(_) => Member::Named(Ident::new(field, span)),
+    });
+    quote_spanned! {span=> &#root #(.#fields)* }
+}
+
+/// The names a placeholder may refer to.
+struct Params {
+    /// `self`, if a method, then each parameter bound to a plain name.
+    names: Vec<String>,
+    /// Names bound inside destructuring patterns such as `(a, b): (u32, u32)`.
+    destructured: Vec<String>,
+}
+
+impl Params {
+    fn of(sig: &Signature) -> Self {
+        let mut params = Params {
+            names: Vec::new(),
+            destructured: Vec::new(),
+        };
+        for input in &sig.inputs {
+            match input {
+                FnArg::Receiver(_) => params.names.push("self".to_owned()),
+                FnArg::Typed(typed) => match &*typed.pat {
+                    Pat::Ident(PatIdent { ident, .. }) => params.names.push(ident.to_string()),
+                    pattern => BoundNames(&mut params.destructured).visit_pat(pattern),
+                },
+            }
+        }
+        params
+    }
+
+    /// `Err` with the message to show when `placeholder` names no parameter.
+    fn check(&self, placeholder: &Placeholder, function: &Ident) -> Result<(), String> {
+        let root = &placeholder.root;
+        if self.names.contains(root) {
+            Ok(())
+        } else if root == "self" {
+            Err(format!(
+                "`{}` needs a method, but `{function}` has no `self` parameter",
+                placeholder.written()
+            ))
+        } else if self.destructured.contains(root) {
+            Err(format!(
+                "`{root}` is bound by a destructuring pattern, which is unsupported: \
+                 bind the argument to a name (e.g. `pair: (u32, u32)`) and use `{{pair.0}}`"
+            ))
+        } else {
+            let listed = if self.names.is_empty() {
+                "none".to_owned()
+            } else {
+                self.names.join(", ")
+            };
+            Err(format!(
+                "no parameter `{root}` in `{function}`; parameters: {listed}"
+            ))
+        }
+    }
+}
+
+/// Collects the names a pattern binds.
+struct BoundNames<'a>(&'a mut Vec<String>);
+
+impl Visit<'_> for BoundNames<'_> {
+    fn visit_pat_ident(&mut self, pat: &PatIdent) {
+        self.0.push(pat.ident.to_string());
+        syn::visit::visit_pat_ident(self, pat);
+    }
+}

@@ -1,0 +1,163 @@
+//! `#[distributed_lock(...)]`: the function's body runs inside the runtime's
+//! `locked` call, under the key its template builds.
+
+mod duration;
+mod key;
+mod open_transaction;
+mod options;
+mod stacking;
+mod template;
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::{AttrStyle, Ident, ItemFn, Type};
+
+use crate::shared::args::krate;
+use crate::shared::errors::{with_error, Errors};
+use crate::shared::mention::mention_params;
+use crate::shared::signature::{self, Requirements};
+use options::{OnLost, Options};
+
+const REQUIREMENTS: Requirements = Requirements {
+    attribute: "#[distributed_lock]",
+    error: "LockError",
+};
+
+/// Expands `#[distributed_lock(args)] item`. On any mistake the function is
+/// emitted as written next to the errors, its parameters that `args` name
+/// marked as used.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut function = match signature::function(item.clone(), &REQUIREMENTS) {
+        Ok(function) => function,
+        Err(error) => return with_error(item, error),
+    };
+    if let Some(reordered) = stacking::move_transaction_inside(&args, &function) {
+        return reordered;
+    }
+    let mut errors = Errors::default();
+    let options = options::parse(args.clone(), &mut errors);
+    let return_type = signature::check(&function.sig, &REQUIREMENTS, &mut errors);
+    if options
+        .as_ref()
+        .is_some_and(|options| !options.allow_open_transaction)
+    {
+        open_transaction::check(&function.sig, &mut errors);
+    }
+    let key = options
+        .as_ref()
+        .and_then(|options| key::format_call(&options.key, &function.sig, &mut errors));
+    match (errors.finish(), options, key, return_type) {
+        (Ok(()), Some(options), Some(key), Some(return_type)) => {
+            rewrite(function, &options, key, &return_type)
+        }
+        (Err(error), ..) => {
+            mention_params(&mut function, &args);
+            with_error(function.into_token_stream(), error)
+        }
+        (Ok(()), ..) => unreachable!("a step that yields nothing records an error"),
+    }
+}
+
+/// The function with its signature and attributes kept and its body wrapped.
+fn rewrite(
+    function: ItemFn,
+    options: &Options,
+    key: TokenStream,
+    return_type: &Type,
+) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = function;
+    let (outer_attrs, inner_attrs): (Vec<_>, Vec<_>) = attrs
+        .into_iter()
+        .partition(|attr| matches!(attr.style, AttrStyle::Outer));
+    let krate_here = krate(options.crate_path.as_ref(), Span::call_site());
+
+    // Mixed-site hygiene: the user's code cannot name these.
+    let key_var = Ident::new("__distributed_lock_key", Span::mixed_site());
+    let manager_var = Ident::new("__distributed_lock_manager", Span::mixed_site());
+    let return_var = Ident::new("__distributed_lock_return", Span::mixed_site());
+
+    let manager = match &options.manager {
+        // Spanned at the user's expression: a wrong type is reported there.
+        Some(expr) => quote_spanned! {expr.span()=>
+            ::core::option::Option::Some(::core::clone::Clone::clone(
+                ::core::borrow::Borrow::<#krate_here::LockManager>::borrow(&(#expr)),
+            ))
+        },
+        None => quote!(::core::option::Option::None),
+    };
+    let lock_options = lock_options(options, &krate_here);
+
+    let return_span = return_type.span();
+    let statements = crate::shared::body::statements(&block, return_type, &return_var);
+    // The call is spanned at the return type: an error type without
+    // `From<LockError>` is reported there.
+    let krate_at_return = krate(options.crate_path.as_ref(), return_span);
+    let call = quote_spanned! {return_span=>
+        #krate_at_return::__private::locked(
+            #manager_var,
+            #key_var,
+            #lock_options,
+            async move { #statements },
+        )
+        .await
+    };
+
+    quote! {
+        #(#outer_attrs)*
+        #vis #sig {
+            #(#inner_attrs)*
+            let #key_var: ::std::string::String = #key;
+            let #manager_var: ::core::option::Option<#krate_here::LockManager> = #manager;
+            #call
+        }
+    }
+}
+
+/// `LockOptions::new()` with a setter for each option the user wrote, and
+/// only those: the defaults are the runtime's.
+fn lock_options(options: &Options, krate: &TokenStream) -> TokenStream {
+    let millis = |ms: u64| {
+        let ms = Literal::u64_unsuffixed(ms);
+        quote!(::core::time::Duration::from_millis(#ms))
+    };
+    let mut setters = TokenStream::new();
+    if let Some(ttl) = options.ttl_ms {
+        let ttl = millis(ttl);
+        setters.extend(quote!(.ttl(#ttl)));
+    }
+    if let Some(wait) = options.wait_ms {
+        let wait = millis(wait);
+        setters.extend(quote!(.wait(#wait)));
+    }
+    if let Some(renew) = options.renew {
+        setters.extend(quote!(.renew(#renew)));
+    }
+    if let Some(reentrant) = options.reentrant {
+        setters.extend(quote!(.reentrant(#reentrant)));
+    }
+    if let Some(on_lost) = options.on_lost {
+        let variant = match on_lost {
+            OnLost::Cancel => quote!(Cancel),
+            OnLost::Continue => quote!(Continue),
+        };
+        setters.extend(quote!(.on_lost(#krate::OnLost::#variant)));
+    }
+    match options.min_replicas {
+        Some((replicas, Some(timeout))) => {
+            let timeout = millis(timeout);
+            setters.extend(quote!(.min_replicas(#replicas, #timeout)));
+        }
+        Some((replicas, None)) => {
+            setters.extend(quote!(.min_replicas_default_timeout(#replicas)));
+        }
+        None => {}
+    }
+    quote!(#krate::LockOptions::new() #setters)
+}

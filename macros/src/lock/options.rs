@@ -1,0 +1,235 @@
+//! The options of `#[distributed_lock(...)]`, read into [`Options`]. Only
+//! what the user wrote is kept: the runtime's `LockOptions` holds the
+//! defaults.
+
+use proc_macro2::{Span, TokenStream};
+use syn::{Expr, ExprLit, Lit, LitStr, Path};
+
+use crate::lock::duration::{self, DurationError};
+use crate::shared::args::{self, Args, Spec, CRATE};
+use crate::shared::errors::Errors;
+
+const KEY: &str = "key";
+const TTL: &str = "ttl";
+const WAIT: &str = "wait";
+const RENEW: &str = "renew";
+const REENTRANT: &str = "reentrant";
+const ON_LOST: &str = "on_lost";
+const MANAGER: &str = "manager";
+/// The older name of `manager`, still accepted.
+const CLIENT: &str = "client";
+const MIN_REPLICAS: &str = "min_replicas";
+const REPLICA_TIMEOUT: &str = "replica_timeout";
+const ALLOW_OPEN_TRANSACTION: &str = "allow_open_transaction";
+
+/// Every option of the attribute.
+const SPEC: Spec = Spec {
+    options: &[
+        KEY,
+        TTL,
+        WAIT,
+        RENEW,
+        REENTRANT,
+        ON_LOST,
+        MANAGER,
+        MIN_REPLICAS,
+        REPLICA_TIMEOUT,
+        ALLOW_OPEN_TRANSACTION,
+        CRATE,
+    ],
+    aliases: &[(CLIENT, MANAGER)],
+};
+
+/// The attribute's configuration: each option `None` unless written.
+pub(crate) struct Options {
+    /// The key template, still unparsed: the key module reads it against the
+    /// function's parameters.
+    pub(crate) key: LitStr,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) wait_ms: Option<u64>,
+    pub(crate) renew: Option<bool>,
+    pub(crate) reentrant: Option<bool>,
+    pub(crate) on_lost: Option<OnLost>,
+    /// Replicas that must acknowledge the acquisition, and how long to wait
+    /// for them in milliseconds (`None`: the runtime's default).
+    pub(crate) min_replicas: Option<(u32, Option<u64>)>,
+    /// Expression giving the manager; `None` uses the installed one.
+    pub(crate) manager: Option<Expr>,
+    /// Path of the `distributed_lock` crate; `None` means `::distributed_lock`.
+    pub(crate) crate_path: Option<Path>,
+    /// Accept parameters that look like a caller's open transaction (the
+    /// macro's own check, off unless written).
+    pub(crate) allow_open_transaction: bool,
+}
+
+/// What the body does when the lease is lost.
+#[derive(Clone, Copy)]
+pub(crate) enum OnLost {
+    Cancel,
+    Continue,
+}
+
+/// Reads the attribute's arguments, recording each mistake in `errors`; a
+/// wrong option is left out so that later checks still run. `None` when the
+/// key is missing or not a string, or the arguments are not `name = value`
+/// pairs.
+pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options> {
+    let mut args = Args::parse(tokens, &SPEC, errors)?;
+    let key = match args.take(KEY) {
+        Some(arg) => errors.check(args::string(&arg.value, KEY, r#""order:{order.id}""#)),
+        None => {
+            let message = format!(
+                "missing `{KEY}`: write e.g. `#[distributed_lock({KEY} = \"order:{{order.id}}\")]`"
+            );
+            errors.push(syn::Error::new(Span::call_site(), message));
+            None
+        }
+    };
+    let ttl = read(&mut args, TTL, millis, errors);
+    let wait = read(&mut args, WAIT, millis, errors);
+    let renew = read(&mut args, RENEW, args::boolean, errors);
+    let reentrant = read(&mut args, REENTRANT, args::boolean, errors);
+    let on_lost = read(&mut args, ON_LOST, on_lost, errors);
+    let allow_open_transaction = read(&mut args, ALLOW_OPEN_TRANSACTION, args::boolean, errors);
+    let min_replicas = replication(&mut args, ttl.map(|(ms, _)| ms), errors);
+    let manager = args.take(MANAGER).map(|arg| arg.value);
+    let crate_path = args
+        .take(CRATE)
+        .and_then(|arg| errors.check(args::crate_path(arg.value)));
+    Some(Options {
+        key: key?,
+        ttl_ms: ttl.map(|(ms, _)| ms),
+        wait_ms: wait.map(|(ms, _)| ms),
+        renew,
+        reentrant,
+        on_lost,
+        min_replicas,
+        manager,
+        crate_path,
+        allow_open_transaction: allow_open_transaction.unwrap_or(false),
+    })
+}
+
+/// The value of `option` read by `reader`, if given; a mistake is recorded
+/// and gives `None`.
+fn read<T>(
+    args: &mut Args,
+    option: &str,
+    reader: fn(&Expr, &str) -> syn::Result<T>,
+    errors: &mut Errors,
+) -> Option<T> {
+    let arg = args.take(option)?;
+    errors.check(reader(&arg.value, option))
+}
+
+/// The `crate = path` option alone, if given and readable; for re-emitting
+/// the attribute. Other mistakes are reported when it expands.
+pub(crate) fn crate_path_only(tokens: TokenStream) -> Option<Path> {
+    let mut args = Args::parse(tokens, &SPEC, &mut Errors::default())?;
+    args::crate_path(args.take(CRATE)?.value).ok()
+}
+
+/// `min_replicas` and `replica_timeout`; the timeout needs `min_replicas`,
+/// and without a timeout the runtime chooses its default.
+fn replication(
+    args: &mut Args,
+    ttl_ms: Option<u64>,
+    errors: &mut Errors,
+) -> Option<(u32, Option<u64>)> {
+    match (args.take(MIN_REPLICAS), args.take(REPLICA_TIMEOUT)) {
+        (None, None) => None,
+        (None, Some(timeout)) => {
+            let message = format!(
+                "`{REPLICA_TIMEOUT}` needs `{MIN_REPLICAS}`, \
+                 e.g. `{MIN_REPLICAS} = 1, {REPLICA_TIMEOUT} = \"200ms\"`"
+            );
+            errors.push(syn::Error::new(timeout.name.span(), message));
+            None
+        }
+        (Some(replicas), timeout) => {
+            let replicas = errors.check(replica_count(&replicas.value));
+            let timeout_ms = match timeout {
+                Some(timeout) => Some(errors.check(replica_timeout(&timeout.value, ttl_ms))?),
+                None => None,
+            };
+            Some((replicas?, timeout_ms))
+        }
+    }
+}
+
+/// The replica timeout in milliseconds: at least 1 ms (`WAIT 0` blocks
+/// forever) and shorter than the ttl if written (the lock could expire while
+/// waiting); the runtime checks it against its default ttl.
+fn replica_timeout(value: &Expr, ttl_ms: Option<u64>) -> syn::Result<u64> {
+    let (timeout_ms, span) = millis(value, REPLICA_TIMEOUT)?;
+    if timeout_ms == 0 {
+        let message = format!(
+            "`{REPLICA_TIMEOUT}` must be at least 1ms: Redis `WAIT` with 0 would block forever"
+        );
+        return Err(syn::Error::new(span, message));
+    }
+    match ttl_ms {
+        Some(ttl_ms) if timeout_ms >= ttl_ms => {
+            let message = format!(
+                "`{REPLICA_TIMEOUT}` ({timeout_ms}ms) must be shorter than `{TTL}` ({ttl_ms}ms): \
+                 the lock could expire while waiting for replicas"
+            );
+            Err(syn::Error::new(span, message))
+        }
+        _ => Ok(timeout_ms),
+    }
+}
+
+/// A whole number of replicas, at least 1.
+fn replica_count(value: &Expr) -> syn::Result<u32> {
+    let count = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(count),
+            ..
+        }) => count.base10_parse::<u32>().ok(),
+        _ => None,
+    };
+    count.filter(|&count| count > 0).ok_or_else(|| {
+        let message = format!(
+            "`{MIN_REPLICAS}` takes a whole number of replicas, at least 1, e.g. `{MIN_REPLICAS} = 1`"
+        );
+        syn::Error::new_spanned(value, message)
+    })
+}
+
+/// A duration such as `"30s"`, in milliseconds, with the span of its literal;
+/// `ttl` must not be zero.
+fn millis(value: &Expr, option: &str) -> syn::Result<(u64, Span)> {
+    let text = args::string(value, option, r#""30s""#)?;
+    let invalid = |reason: DurationError| {
+        let message = format!(
+            "invalid duration {:?} for `{option}`: {reason}; accepted forms: {}",
+            text.value(),
+            duration::ACCEPTED_FORMS
+        );
+        syn::Error::new(text.span(), message)
+    };
+    let millis = duration::parse_millis(&text.value()).map_err(invalid)?;
+    if option == TTL && millis == 0 {
+        let message = format!(
+            "`{TTL}` must be greater than zero: the lease would expire before the body runs"
+        );
+        return Err(syn::Error::new(text.span(), message));
+    }
+    Ok((millis, text.span()))
+}
+
+/// `"cancel"` or `"continue"`.
+fn on_lost(value: &Expr, option: &str) -> syn::Result<OnLost> {
+    let text = args::string(value, option, r#""cancel""#)?;
+    match text.value().as_str() {
+        "cancel" => Ok(OnLost::Cancel),
+        "continue" => Ok(OnLost::Continue),
+        _ => {
+            let message = format!(
+                r#"`{option}` takes "cancel" (stop the body at its next await) or "continue" (let it finish)"#
+            );
+            Err(syn::Error::new(text.span(), message))
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The one parser of attribute arguments: `name = value` pairs checked against
+//! the options an attribute accepts, and readers for the values both
+//! attributes take.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote_spanned, ToTokens};
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream, Parser};
+use syn::punctuated::Punctuated;
+use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
+
+use crate::shared::errors::Errors;
+
+/// `crate = path`: where `distributed_lock` is, if re-exported; both
+/// attributes accept it.
+pub(crate) const CRATE: &str = "crate";
+
+/// The options one attribute accepts.
+pub(crate) struct Spec {
+    /// Every option's name, in the order the "valid options" message lists them.
+    pub(crate) options: &'static [&'static str],
+    /// Other names accepted for an option, as `(other name, option)`.
+    pub(crate) aliases: &'static [(&'static str, &'static str)],
+}
+
+impl Spec {
+    /// The option `name` stands for, if any.
+    fn option(&self, name: &Ident) -> Option<&'static str> {
+        let canonical = self.options.iter().copied().find(|option| name == option);
+        canonical.or_else(|| {
+            self.aliases
+                .iter()
+                .find(|(alias, _)| name == alias)
+                .map(|&(_, option)| option)
+        })
+    }
+
+    /// "`key`, `ttl`, ...", for the "unknown option" message.
+    fn listed(&self) -> String {
+        let quoted: Vec<String> = self
+            .options
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect();
+        quoted.join(", ")
+    }
+}
+
+/// One `name = value` as written.
+pub(crate) struct Arg {
+    pub(crate) name: Ident,
+    pub(crate) value: Expr,
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // `crate` is a keyword, hence `parse_any`.
+        let name = input.call(Ident::parse_any)?;
+        if !input.peek(Token![=]) {
+            let message = format!("expected `{name} = ...`: options are written `name = value`");
+            return Err(syn::Error::new(name.span(), message));
+        }
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        Ok(Arg { name, value })
+    }
+}
+
+/// The arguments of one use of an attribute, each filed under the option it
+/// sets: every one is known and given once.
+pub(crate) struct Args(Vec<(&'static str, Arg)>);
+
+impl Args {
+    /// Parses `tokens` against `spec`. Records an error at each unknown name
+    /// (listing the valid ones) and at each second mention of an option, under
+    /// the same or another of its names, and leaves them out. `None` when the
+    /// arguments are not `name = value` pairs.
+    pub(crate) fn parse(tokens: TokenStream, spec: &Spec, errors: &mut Errors) -> Option<Args> {
+        let written =
+            errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(tokens))?;
+        let mut args: Vec<(&'static str, Arg)> = Vec::new();
+        for arg in written {
+            let Some(option) = spec.option(&arg.name) else {
+                let message = format!(
+                    "unknown option `{}`; valid options: {}",
+                    arg.name,
+                    spec.listed()
+                );
+                errors.push(syn::Error::new(arg.name.span(), message));
+                continue;
+            };
+            match args.iter().find(|(seen, _)| *seen == option) {
+                Some((_, first)) => errors.push(duplicate(&first.name, &arg.name)),
+                None => args.push((option, arg)),
+            }
+        }
+        Some(Args(args))
+    }
+
+    /// Removes and returns the argument that sets `option`, if given.
+    pub(crate) fn take(&mut self, option: &str) -> Option<Arg> {
+        let position = self.0.iter().position(|(name, _)| *name == option)?;
+        Some(self.0.remove(position).1)
+    }
+}
+
+/// The error at `second`, which sets an option that `first` already set.
+fn duplicate(first: &Ident, second: &Ident) -> syn::Error {
+    let message = if first == second {
+        format!("duplicate option `{second}`")
+    } else {
+        format!(
+            "duplicate option `{second}`: `{first}` is another name for it and is already given"
+        )
+    };
+    syn::Error::new(second.span(), message)
+}
+
+/// A string literal value.
+pub(crate) fn string(value: &Expr, option: &str, example: &str) -> syn::Result<LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Ok(text.clone()),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{option}` takes a string literal, e.g. `{option} = {example}`"),
+        )),
+    }
+}
+
+/// `true` or `false`.
+pub(crate) fn boolean(value: &Expr, option: &str) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) => Ok(flag.value()),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{option}` takes `true` or `false`"),
+        )),
+    }
+}
+
+/// The value of `crate = path`: a plain path such as `my_crate::distributed_lock`.
+pub(crate) fn crate_path(value: Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(ExprPath {
+            attrs, qself, path, ..
+        }) if attrs.is_empty() && qself.is_none() => Ok(path),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{CRATE}` takes a path, e.g. `{CRATE} = my_reexports::distributed_lock`"),
+        )),
+    }
+}
+
+/// The path of the `distributed_lock` crate: the one given with `crate = ...`,
+/// else `::distributed_lock` spanned at `span`.
+pub(crate) fn krate(given: Option<&Path>, span: Span) -> TokenStream {
+    match given {
+        Some(path) => path.to_token_stream(),
+        None => quote_spanned!(span=> ::distributed_lock),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    const SPEC: Spec = Spec {
+        options: &["key", "manager", CRATE],
+        aliases: &[("client", "manager")],
+    };
+
+    /// The options parsed, in order, and the error messages.
+    fn parse(tokens: TokenStream) -> (Vec<&'static str>, Vec<String>) {
+        let mut errors = Errors::default();
+        let options = Args::parse(tokens, &SPEC, &mut errors)
+            .map(|args| args.0.into_iter().map(|(option, _)| option).collect())
+            .unwrap_or_default();
+        let messages = match errors.finish() {
+            Ok(()) => Vec::new(),
+            Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+        };
+        (options, messages)
+    }
+
+    #[test]
+    fn aliases_are_filed_under_their_option() {
+        let (options, errors) = parse(quote!(client = m, key = "k", crate = c));
+        assert_eq!(options, ["manager", "key", "crate"]);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn an_option_given_under_two_names_is_a_duplicate() {
+        let (options, errors) = parse(quote!(manager = a, client = b));
+        assert_eq!(options, ["manager"]);
+        assert_eq!(
+            errors,
+            ["duplicate option `client`: `manager` is another name for it and is already given"]
+        );
+    }
+
+    #[test]
+    fn the_same_name_twice_is_a_duplicate() {
+        let (_, errors) = parse(quote!(key = "a", key = "b"));
+        assert_eq!(errors, ["duplicate option `key`"]);
+    }
+
+    #[test]
+    fn unknown_names_list_the_options_but_not_the_aliases() {
+        let (options, errors) = parse(quote!(kye = "a"));
+        assert!(options.is_empty());
+        assert_eq!(
+            errors,
+            ["unknown option `kye`; valid options: `key`, `manager`, `crate`"]
+        );
+    }
+
+    #[test]
+    fn taking_an_option_removes_it() {
+        let mut errors = Errors::default();
+        let mut args = Args::parse(quote!(client = m), &SPEC, &mut errors).unwrap();
+        assert_eq!(args.take("manager").unwrap().name, "client");
+        assert!(args.take("manager").is_none());
+    }
+
+    #[test]
+    fn a_name_without_value_is_an_error() {
+        let (_, errors) = parse(quote!(key));
+        assert_eq!(
+            errors,
+            ["expected `key = ...`: options are written `name = value`"]
+        );
+    }
+}
