@@ -888,7 +888,7 @@ fn main() {
             )
         }
     };
-    let nodes = RedisServer::cluster_of(REDLOCK_NODES);
+    let nodes = RedisServer::start_independent(REDLOCK_NODES);
     let node_urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

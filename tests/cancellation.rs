@@ -11,12 +11,11 @@ mod support;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
-use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
-use distributed_lock_testkit::{FaultProxy, RedisServer};
-use support::{poll_async, PROMPTLY};
+use distributed_lock::{distributed_lock, LockError, LockManager};
+use distributed_lock_testkit::{FaultProxy, RedisServer, RespValue};
+use support::{drop_after_polls, is_held, lock_value, long, poll_async, PROMPTLY};
 
 /// Latency the proxy adds to every chunk, in each direction.
 const LATENCY: Duration = Duration::from_millis(15);
@@ -71,60 +70,36 @@ impl Setup {
         }
     }
 
-    /// Whether the lock on `KEY` exists anywhere, looked at from outside.
+    /// Whether the lock on `KEY`, or a waiter's place in its queue, exists
+    /// anywhere, looked at from outside.
     async fn lock_exists(&self) -> bool {
         if let Some(memory) = &self.memory {
-            let memory = memory.clone();
-            return tokio::spawn(async move {
-                match memory.try_acquire(KEY, LockOptions::new()).await {
-                    Ok(Some(guard)) => {
-                        guard.release().await.expect("probe releases");
-                        false
-                    }
-                    Ok(None) => true,
-                    Err(err) => panic!("probe failed: {err}"),
-                }
-            })
-            .await
-            .expect("probe task");
+            return is_held(memory, KEY).await;
         }
-        let key = format!("lock:{KEY}");
+        let queue = format!("lock-queue:{KEY}");
         self.servers.iter().any(|server| {
-            server
-                .command(&["EXISTS", &key])
-                .expect("EXISTS")
-                .as_integer()
-                == Some(1)
+            lock_value(server, KEY) != RespValue::Nil
+                || server
+                    .command(&["EXISTS", &queue])
+                    .expect("EXISTS")
+                    .as_integer()
+                    == Some(1)
         })
     }
 
-    /// Fails the test unless no lock on `KEY` is left within [`PROMPTLY`].
+    /// Fails the test unless no lock on `KEY`, and no place in its queue, is
+    /// left within [`PROMPTLY`].
     async fn assert_no_lock_left(&self, what: &str, polls: usize) {
+        // Commands the dropped future had already handed to the connection
+        // (an attempt, then its undo) are still on their way through the
+        // proxy: let them land before looking, so the next round starts clean.
+        tokio::time::sleep(6 * LATENCY).await;
         let freed = poll_async(PROMPTLY, || async { !self.lock_exists().await }).await;
         assert!(
             freed,
             "{what} dropped after poll {polls} left its lock behind"
         );
     }
-}
-
-/// Polls `future` until it completes, or until it has been polled `polls`
-/// times and is still pending: then drops it and returns `None`.
-async fn drop_after_polls<F: Future>(future: F, polls: usize) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let mut pending = 0;
-    std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
-        Poll::Ready(output) => Poll::Ready(Some(output)),
-        Poll::Pending => {
-            pending += 1;
-            if pending >= polls {
-                Poll::Ready(None)
-            } else {
-                Poll::Pending
-            }
-        }
-    })
-    .await
 }
 
 /// Counts bodies running under `KEY`; two at once is a double grant.
@@ -150,10 +125,6 @@ impl Drop for Leave<'_> {
     }
 }
 
-fn options() -> LockOptions {
-    LockOptions::new().ttl(Duration::from_secs(30))
-}
-
 #[distributed_lock(key = "cancel:{id}", ttl = "30s", wait = "5s", client = manager)]
 async fn annotated(manager: &LockManager, id: u32, occupancy: &Occupancy) -> Result<(), LockError> {
     occupancy.occupy(Duration::from_millis(20)).await;
@@ -168,7 +139,7 @@ async fn every_future_at_every_await(setup: Setup) {
     let mut covered = Vec::new();
 
     let polls = cancel_at_each_poll(&setup, "try_acquire", || async {
-        if let Ok(Some(guard)) = locks.try_acquire(KEY, options()).await {
+        if let Ok(Some(guard)) = locks.try_acquire(KEY, long()).await {
             guard.release().await.expect("release");
         }
     })
@@ -177,7 +148,7 @@ async fn every_future_at_every_await(setup: Setup) {
 
     let polls = cancel_at_each_poll(&setup, "acquire behind a holder", || async {
         let holder = locks
-            .try_acquire(KEY, options())
+            .try_acquire(KEY, long())
             .await
             .expect("holder")
             .expect("the key is free between rounds");
@@ -185,7 +156,7 @@ async fn every_future_at_every_await(setup: Setup) {
             tokio::time::sleep(Duration::from_millis(30)).await;
             holder.release().await.expect("holder releases");
         });
-        let waiting = options().wait(Duration::from_secs(5));
+        let waiting = long().wait(Duration::from_secs(5));
         let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
         if let Some(Ok(guard)) = inner.await {
             guard.release().await.expect("release");
@@ -197,7 +168,7 @@ async fn every_future_at_every_await(setup: Setup) {
 
     let polls = cancel_at_each_poll(&setup, "release", || async {
         let guard = locks
-            .try_acquire(KEY, options())
+            .try_acquire(KEY, long())
             .await
             .expect("acquire")
             .expect("free");
@@ -211,7 +182,7 @@ async fn every_future_at_every_await(setup: Setup) {
         async move {
             let body = occupancy.occupy(Duration::from_millis(20));
             locks
-                .with_lock(KEY, options().wait(Duration::from_secs(5)), body)
+                .with_lock(KEY, long().wait(Duration::from_secs(5)), body)
                 .await
                 .expect("with_lock");
         }
@@ -270,7 +241,7 @@ async fn memory_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
     let locks = &setup.delayed;
     let polls = cancel_at_each_poll(&setup, "with_lock", || async {
         locks
-            .with_lock(KEY, options(), tokio::time::sleep(Duration::from_millis(5)))
+            .with_lock(KEY, long(), tokio::time::sleep(Duration::from_millis(5)))
             .await
             .expect("with_lock");
     })

@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,9 +18,7 @@ use distributed_lock::{
     fencing_token, fencing_token_for, held_locks, lease_lost, LockError, LockManager, LockOptions,
     OnLost,
 };
-use support::{
-    assert_lease_lost, fixed_lease, is_owner_token, join_within, long, waiting, Harness,
-};
+use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Harness};
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
@@ -107,7 +105,7 @@ async fn owner_tokens_are_128_bit_hex_and_unique_per_acquisition(h: Harness) {
     let mut seen = HashSet::new();
     for round in 0..8 {
         for key in ["same", "other"] {
-            let manager = if round % 2 == 0 { &h.a } else { &h.b };
+            let manager = h.alternate(round);
             let guard = manager.acquire(key, long()).await.unwrap();
             let token = guard.token().to_owned();
             assert!(
@@ -373,33 +371,19 @@ async fn waiter_takes_over_when_crashed_holders_ttl_runs_out(h: Harness) {
 }
 
 async fn concurrent_increments_under_lock_lose_no_updates(h: Harness) {
-    const TASKS: u64 = 32;
-    const ROUNDS: u64 = 50;
-    let counter = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for task in 0..TASKS {
-        let manager = if task % 2 == 0 {
-            h.a.clone()
-        } else {
-            h.b.clone()
-        };
-        let counter = Arc::clone(&counter);
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let guard = manager
-                    .acquire("counter", waiting(Duration::from_secs(30)))
-                    .await
-                    .expect("lock within 30 s");
-                // Deliberately not atomic: only the lock keeps it correct.
+    let counter = Arc::new(AtomicUsize::new(0));
+    let shared = Arc::clone(&counter);
+    let increments = h
+        .locked_increments(move || {
+            let counter = Arc::clone(&shared);
+            async move {
                 let seen = counter.load(Ordering::SeqCst);
                 tokio::task::yield_now().await;
                 counter.store(seen + 1, Ordering::SeqCst);
-                guard.release().await.expect("still our lock");
             }
-        }));
-    }
-    join_within(tasks, Duration::from_secs(60), "1600 locked increments").await;
-    assert_eq!(counter.load(Ordering::SeqCst), TASKS * ROUNDS);
+        })
+        .await;
+    assert_eq!(counter.load(Ordering::SeqCst), increments);
 }
 
 async fn fencing_tokens_strictly_increase_across_holders(h: Harness) {

@@ -5,105 +5,13 @@
 //! Each test starts its own servers on free 127.0.0.1 ports. Every loop is
 //! bounded in count and time.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+mod support;
+
 use std::time::{Duration, Instant};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
-use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
-
-/// A TCP relay between a replica and its master. Once [`stall`](Self::stall)ed
-/// it drops the master's replication stream: the replica stays connected and
-/// the master still counts it, but it receives nothing more, as over a
-/// congested link.
-struct Relay {
-    port: u16,
-    stalled: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    accept: Option<JoinHandle<()>>,
-}
-
-impl Relay {
-    /// Listens on a free loopback port and relays every connection to `master`.
-    fn to(master: &RedisServer) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let target = master.addr();
-        let stalled = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (pump_stalled, pump_stop) = (Arc::clone(&stalled), Arc::clone(&stop));
-        let accept = std::thread::spawn(move || {
-            while !pump_stop.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((replica, _)) => {
-                        let master = TcpStream::connect(target).expect("relay to the master");
-                        replica.set_nonblocking(false).unwrap();
-                        let (to_master, from_master) =
-                            (replica.try_clone().unwrap(), master.try_clone().unwrap());
-                        let stop = Arc::clone(&pump_stop);
-                        std::thread::spawn(move || pump(replica, master, None, &stop));
-                        let (stalled, stop) = (Arc::clone(&pump_stalled), Arc::clone(&pump_stop));
-                        std::thread::spawn(move || {
-                            pump(from_master, to_master, Some(&stalled), &stop)
-                        });
-                    }
-                    Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5))
-                    }
-                    Err(err) => panic!("relay accept: {err}"),
-                }
-            }
-        });
-        Relay {
-            port,
-            stalled,
-            stop,
-            accept: Some(accept),
-        }
-    }
-
-    /// From now on, nothing the master sends reaches the replica.
-    fn stall(&self) {
-        self.stalled.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(accept) = self.accept.take() {
-            let _ = accept.join();
-        }
-    }
-}
-
-/// Copies `from` to `to` until either side closes or `stop` is set; while
-/// `stalled` is set, what is read is dropped.
-fn pump(mut from: TcpStream, mut to: TcpStream, stalled: Option<&AtomicBool>, stop: &AtomicBool) {
-    from.set_read_timeout(Some(Duration::from_millis(20)))
-        .unwrap();
-    let mut buffer = [0u8; 16 * 1024];
-    while !stop.load(Ordering::SeqCst) {
-        match from.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => {
-                if stalled.is_some_and(|stalled| stalled.load(Ordering::SeqCst)) {
-                    continue;
-                }
-                if to.write_all(&buffer[..read]).is_err() {
-                    break;
-                }
-            }
-            Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = to.shutdown(Shutdown::Both);
-}
+use distributed_lock_testkit::{poll_until, FaultProxy, RedisServer, RespValue};
+use support::{connect, lease_still_valid, lock_value};
 
 fn info_replication(server: &RedisServer) -> String {
     server
@@ -117,17 +25,17 @@ fn get(server: &RedisServer, key: &str) -> RespValue {
     server.command(&["GET", key]).expect("GET")
 }
 
-/// A master and a replica that replicates through a [`Relay`], in sync.
-fn master_and_relayed_replica() -> (RedisServer, RedisServer, Relay) {
-    let master = RedisServer::builder()
-        .arg("--repl-diskless-sync-delay")
-        .arg("0")
-        .start();
+/// A master and a replica that replicates through a [`FaultProxy`], in sync.
+/// Once the proxy is blackholed the replica receives nothing more and
+/// acknowledges nothing, yet stays connected, so the master still counts it,
+/// as over a congested link.
+fn master_and_proxied_replica() -> (RedisServer, RedisServer, FaultProxy) {
+    let master = RedisServer::start();
     let replica = RedisServer::start();
-    let relay = Relay::to(&master);
+    let link = FaultProxy::start(master.addr());
     replica
-        .command(&["REPLICAOF", "127.0.0.1", &relay.port.to_string()])
-        .expect("REPLICAOF the relay");
+        .command(&["REPLICAOF", "127.0.0.1", &link.port().to_string()])
+        .expect("REPLICAOF the proxy");
     assert!(
         poll_until(Duration::from_secs(10), || info_replication(&replica)
             .contains("master_link_status:up")),
@@ -137,9 +45,9 @@ fn master_and_relayed_replica() -> (RedisServer, RedisServer, Relay) {
     assert!(
         poll_until(Duration::from_secs(5), || get(&replica, "canary").as_str()
             == Some("1")),
-        "replication flows through the relay"
+        "replication flows through the proxy"
     );
-    (master, replica, relay)
+    (master, replica, link)
 }
 
 fn long_lease() -> LockOptions {
@@ -150,9 +58,9 @@ fn long_lease() -> LockOptions {
 /// the replica, the replica is promoted and grants the same lock again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
-    let (mut master, replica, relay) = master_and_relayed_replica();
-    relay.stall();
-    let first = LockManager::connect(&master.url()).await.unwrap();
+    let (mut master, replica, link) = master_and_proxied_replica();
+    link.blackhole();
+    let first = connect(&master.url()).await;
     let guard = first
         .acquire("order-42", long_lease())
         .await
@@ -161,11 +69,11 @@ async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
     master.kill();
     replica.promote();
     assert_eq!(
-        get(&replica, "lock:order-42"),
+        lock_value(&replica, "order-42"),
         RespValue::Nil,
         "the grant never reached the replica"
     );
-    let second = LockManager::connect(&replica.url()).await.unwrap();
+    let second = connect(&replica.url()).await;
     let rival = second.try_acquire("order-42", long_lease()).await.unwrap();
 
     assert!(
@@ -173,9 +81,7 @@ async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
         "the promoted replica grants the lock again"
     );
     assert!(
-        guard
-            .valid_until()
-            .is_some_and(|until| until > Instant::now()),
+        lease_still_valid(&guard),
         "while the first holder's lease is still valid: two holders"
     );
 }
@@ -184,9 +90,9 @@ async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
 /// refused, so there is never a second holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicated_acquire_refuses_a_lock_the_replica_did_not_get() {
-    let (mut master, replica, relay) = master_and_relayed_replica();
-    relay.stall();
-    let first = LockManager::connect(&master.url()).await.unwrap();
+    let (mut master, replica, link) = master_and_proxied_replica();
+    link.blackhole();
+    let first = connect(&master.url()).await;
     let started = Instant::now();
     let refused = first
         .acquire(
@@ -209,14 +115,14 @@ async fn replicated_acquire_refuses_a_lock_the_replica_did_not_get() {
         "{took:?}"
     );
     assert_eq!(
-        get(&master, "lock:order-42"),
+        lock_value(&master, "order-42"),
         RespValue::Nil,
         "released again"
     );
 
     master.kill();
     replica.promote();
-    let second = LockManager::connect(&replica.url()).await.unwrap();
+    let second = connect(&replica.url()).await;
     let only = second.try_acquire("order-42", long_lease()).await.unwrap();
     assert!(only.is_some(), "the one and only holder");
 }
@@ -233,7 +139,7 @@ async fn replicated_acquire_returns_once_the_replica_has_the_lock() {
         &replica
     )
     .contains("master_link_status:up")));
-    let manager = LockManager::connect(&master.url()).await.unwrap();
+    let manager = connect(&master.url()).await;
     let replicated = long_lease().min_replicas(1, Duration::from_secs(2));
 
     for round in 0..2 {
@@ -242,7 +148,7 @@ async fn replicated_acquire_returns_once_the_replica_has_the_lock() {
             .await
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         assert_eq!(
-            get(&replica, "lock:replicated").as_str(),
+            lock_value(&replica, "replicated").as_str(),
             Some(guard.token()),
             "round {round}: on the replica when acquire returns"
         );
@@ -257,9 +163,9 @@ async fn replicated_acquire_returns_once_the_replica_has_the_lock() {
 /// manager's other locks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicated_acquire_does_not_hold_up_other_locks() {
-    let (master, _replica, relay) = master_and_relayed_replica();
-    relay.stall();
-    let manager = LockManager::connect(&master.url()).await.unwrap();
+    let (master, _replica, link) = master_and_proxied_replica();
+    link.blackhole();
+    let manager = connect(&master.url()).await;
     let slow_manager = manager.clone();
     let slow = tokio::spawn(async move {
         slow_manager

@@ -2,55 +2,13 @@
 //! was paused: the store keeps the highest token it has seen and rejects
 //! writes that carry a lower one.
 
-use std::sync::Mutex;
+mod support;
+
 use std::time::Duration;
 
 use distributed_lock::{fencing_token, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
-
-/// A store that accepts a write only with a token at least as high as every
-/// token it has accepted before (what `UPDATE … WHERE fence <= $token` does).
-#[derive(Default)]
-struct FencedStore {
-    state: Mutex<(u64, Vec<&'static str>)>,
-}
-
-#[derive(Debug, PartialEq)]
-struct StaleWrite {
-    token: u64,
-    highest: u64,
-}
-
-impl FencedStore {
-    fn write(&self, token: u64, value: &'static str) -> Result<(), StaleWrite> {
-        let mut state = self.state.lock().unwrap();
-        if token < state.0 {
-            return Err(StaleWrite {
-                token,
-                highest: state.0,
-            });
-        }
-        state.0 = token;
-        state.1.push(value);
-        Ok(())
-    }
-
-    fn values(&self) -> Vec<&'static str> {
-        self.state.lock().unwrap().1.clone()
-    }
-}
-
-/// Retries (bounded: 10 s) until the manager talks to the restarted server again.
-async fn acquire_after_restart(locks: &LockManager, key: &str) -> distributed_lock::LockGuard {
-    for _ in 0..100 {
-        match locks.acquire(key, LockOptions::new()).await {
-            Ok(guard) => return guard,
-            Err(LockError::Connection(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(other) => panic!("unexpected error after restart: {other}"),
-        }
-    }
-    panic!("no acquisition within 10 s of the restart");
-}
+use support::{acquire_after_restart, connect, fence_counter, redlock, FencedStore, StaleWrite};
 
 /// Takes `key`, writes to `store` with its token, releases it; returns the token.
 async fn write_under_lock(
@@ -68,14 +26,6 @@ async fn write_under_lock(
     token
 }
 
-/// The fencing counter of `key` on `server` (`lock-fence:<key>`), if any.
-fn counter(server: &RedisServer, key: &str) -> Option<u64> {
-    let reply = server
-        .command(&["GET", &format!("lock-fence:{key}")])
-        .unwrap();
-    reply.as_str().map(|value| value.parse().unwrap())
-}
-
 /// The remaining time to live of `key`'s fencing counter on `server`, in ms
 /// (-1: none, -2: no counter).
 fn counter_pttl(server: &RedisServer, key: &str) -> i64 {
@@ -88,8 +38,8 @@ fn counter_pttl(server: &RedisServer, key: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_whose_lease_was_taken_over_cannot_write() {
     let server = RedisServer::start();
-    let a = LockManager::connect(&server.url()).await.unwrap();
-    let b = LockManager::connect(&server.url()).await.unwrap();
+    let a = connect(&server.url()).await;
+    let b = connect(&server.url()).await;
     let store = FencedStore::default();
 
     let stale = a
@@ -132,7 +82,7 @@ async fn paused_holder_whose_lease_was_taken_over_cannot_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_writes_with_the_token_of_its_own_lock_scope() {
     let server = RedisServer::start();
-    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let locks = connect(&server.url()).await;
     let store = FencedStore::default();
     for value in ["first", "second", "third"] {
         locks
@@ -151,7 +101,7 @@ async fn body_writes_with_the_token_of_its_own_lock_scope() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
     let mut server = RedisServer::start();
-    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let locks = connect(&server.url()).await;
     let store = FencedStore::default();
     let ttl = Duration::from_millis(200);
 
@@ -168,7 +118,7 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
     tokio::time::sleep(ttl + Duration::from_millis(50)).await; // the delayed-restart rule
     server.restart_empty();
 
-    let after = acquire_after_restart(&locks, "doc:3").await;
+    let after = acquire_after_restart(&locks, "doc:3", LockOptions::new()).await;
     store
         .write(after.fencing_token(), "after the restart")
         .expect("a restarted server without persistence still issues higher tokens");
@@ -182,7 +132,7 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
     let mut server = RedisServer::start();
-    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let locks = connect(&server.url()).await;
     let store = FencedStore::default();
 
     let t1 = write_under_lock(&locks, "doc:4", &store, "snapshotted").await;
@@ -192,11 +142,11 @@ async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
 
     server.restart_from_disk(); // kill -9, then load the old snapshot
     assert_eq!(
-        counter(&server, "doc:4"),
+        fence_counter(&server, "doc:4"),
         Some(t1),
         "the snapshot brought back the old counter"
     );
-    let after = acquire_after_restart(&locks, "doc:4").await;
+    let after = acquire_after_restart(&locks, "doc:4", LockOptions::new()).await;
     assert!(
         after.fencing_token() > t3,
         "{} after {t3}",
@@ -210,13 +160,8 @@ async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_tokens_keep_increasing_after_every_node_restarts_from_a_stale_snapshot() {
-    let mut nodes = RedisServer::cluster_of(3);
-    let locks = LockManager::builder()
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .redlock(nodes.iter().map(RedisServer::url))
-        .await
-        .unwrap();
+    let mut nodes = RedisServer::start_independent(3);
+    let locks = redlock(&nodes).await;
     let store = FencedStore::default();
 
     let t1 = write_under_lock(&locks, "doc:5", &store, "snapshotted").await;
@@ -234,13 +179,13 @@ async fn redlock_tokens_keep_increasing_after_every_node_restarts_from_a_stale_s
 
     for node in &mut nodes {
         node.restart_from_disk();
-        let restored = counter(node, "doc:5");
+        let restored = fence_counter(node, "doc:5");
         assert!(
             restored.is_some_and(|c| c <= t1),
             "counter {restored:?} restored from a snapshot taken at token {t1}"
         );
     }
-    let after = acquire_after_restart(&locks, "doc:5").await;
+    let after = acquire_after_restart(&locks, "doc:5", LockOptions::new()).await;
     assert!(
         after.fencing_token() > t3,
         "{} after {t3}",
@@ -257,22 +202,26 @@ async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
     let mut primary = RedisServer::start();
     let replica = RedisServer::start();
     replica.replica_of(&primary);
-    let locks = LockManager::connect(&primary.url()).await.unwrap();
+    let locks = connect(&primary.url()).await;
     let store = FencedStore::default();
 
     let t1 = write_under_lock(&locks, "doc:6", &store, "replicated").await;
     assert!(
-        poll_until(Duration::from_secs(10), || counter(&replica, "doc:6")
+        poll_until(Duration::from_secs(10), || fence_counter(&replica, "doc:6")
             == Some(t1)),
         "the replica did not receive the counter within 10 s"
     );
     replica.promote(); // replication breaks: the replica lags from here on
     write_under_lock(&locks, "doc:6", &store, "not replicated").await;
     let t3 = write_under_lock(&locks, "doc:6", &store, "lost in the failover").await;
-    assert_eq!(counter(&replica, "doc:6"), Some(t1), "the replica lags");
+    assert_eq!(
+        fence_counter(&replica, "doc:6"),
+        Some(t1),
+        "the replica lags"
+    );
 
     primary.kill();
-    let promoted = LockManager::connect(&replica.url()).await.unwrap();
+    let promoted = connect(&replica.url()).await;
     let after = promoted.acquire("doc:6", LockOptions::new()).await.unwrap();
     assert!(
         after.fencing_token() > t3,
@@ -288,7 +237,7 @@ async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
     let server = RedisServer::start();
-    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let locks = connect(&server.url()).await;
     let minutes = |m: i64| m * 60_000;
 
     let short = locks
@@ -313,7 +262,7 @@ async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
     // A counter without expiry, far ahead of the clock (written by an older
     // version, or after the clock was set back): tokens still rise past it,
     // and it expires from now on.
-    let ahead = counter(&server, "doc:7").unwrap() + 3_600_000_000;
+    let ahead = fence_counter(&server, "doc:7").unwrap() + 3_600_000_000;
     server
         .command(&["SET", "lock-fence:doc:7", &ahead.to_string()])
         .unwrap();

@@ -1,6 +1,8 @@
 //! `#[distributed_lock]` against a real redis-server: the lock covers exactly
 //! the body, on every exit path, and different arguments lock different keys.
 
+mod support;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use distributed_lock::{
     distributed_lock, fencing_token, held_locks, LockError, LockManager, LockOptions,
 };
 use distributed_lock_testkit::RedisServer;
+use support::{becomes_free, connect, is_free, within};
 use tokio::sync::{oneshot, Notify};
 
 /// A service whose methods lock on a key built from their arguments.
@@ -82,50 +85,17 @@ impl Stock {
 
 async fn shop(server: &RedisServer) -> Arc<Stock> {
     Arc::new(Stock {
-        locks: LockManager::connect(&server.url()).await.expect("connect"),
+        locks: connect(&server.url()).await,
         entered: Notify::new(),
         resume: Notify::new(),
     })
-}
-
-/// One attempt; a lock it gets is released again before it returns.
-async fn is_free(locks: &LockManager, key: &str) -> bool {
-    match locks
-        .try_acquire(key, LockOptions::new())
-        .await
-        .expect("try_acquire")
-    {
-        Some(guard) => {
-            guard.release().await.expect("release");
-            true
-        }
-        None => false,
-    }
-}
-
-/// Bounds a step that would otherwise hang the test on a bug.
-async fn within<T>(step: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), step)
-        .await
-        .expect("step took over 10 s")
-}
-
-/// Polls (bounded: 2 s, far below the 30 s TTL) until the key is free.
-async fn becomes_free(locks: &LockManager, key: &str) -> bool {
-    for _ in 0..100 {
-        if is_free(locks, key).await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_is_held_exactly_while_the_body_runs() {
     let server = RedisServer::start();
     let stock = shop(&server).await;
-    let other = LockManager::connect(&server.url()).await.unwrap();
+    let other = connect(&server.url()).await;
     assert!(is_free(&other, "stock:sku-1").await, "free before the call");
 
     let call = tokio::spawn({

@@ -18,7 +18,7 @@ use distributed_lock_testkit::{FaultProxy, RedisServer};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-use support::assert_lease_lost;
+use support::{assert_lease_lost, connect, redlock, FencedStore, StaleWrite, PROMPTLY};
 
 const KEY: &str = "partitioned";
 /// Lease of the partitioned holder: short, so each test takes a few seconds.
@@ -31,8 +31,6 @@ const TICK: Duration = Duration::from_millis(20);
 const LONG_BODY_TICKS: usize = 500;
 /// Ticks of a body meant to complete: two ttls, so it needs renewals.
 const SHORT_BODY_TICKS: usize = 150;
-/// Bound on anything that must happen at once (an acquisition with all up).
-const PROMPTLY: Duration = Duration::from_secs(2);
 
 /// A network fault between the holder and one Redis server.
 #[derive(Debug, Clone, Copy)]
@@ -49,25 +47,6 @@ impl Fault {
             Fault::Blackhole => proxy.blackhole(),
             Fault::DelayPastTtl => proxy.delay(2 * TTL),
         }
-    }
-}
-
-/// A store that keeps the highest fencing token it accepted and rejects every
-/// write whose token is not higher.
-#[derive(Default)]
-struct FencedStore {
-    highest: Mutex<u64>,
-}
-
-impl FencedStore {
-    /// `Err(highest)` when `token` is stale.
-    fn write(&self, token: u64) -> Result<(), u64> {
-        let mut highest = self.highest.lock().unwrap_or_else(PoisonError::into_inner);
-        if token <= *highest {
-            return Err(*highest);
-        }
-        *highest = token;
-        Ok(())
     }
 }
 
@@ -113,13 +92,6 @@ async fn redlock_through(proxies: &[FaultProxy]) -> LockManager {
         .redlock(proxies.iter().map(FaultProxy::url))
         .await
         .expect("connect through the proxies")
-}
-
-/// A Redlock manager connected to `nodes` directly.
-async fn redlock_direct(nodes: &[RedisServer]) -> LockManager {
-    LockManager::redlock(nodes.iter().map(RedisServer::url))
-        .await
-        .expect("connect to the nodes")
 }
 
 fn proxies_for(nodes: &[RedisServer]) -> Vec<FaultProxy> {
@@ -204,11 +176,14 @@ async fn assert_taken_over_and_old_token_fenced(b: &LockManager, partitioned: &P
     );
     let store = FencedStore::default();
     store
-        .write(guard.fencing_token())
+        .write(guard.fencing_token(), "written by the new holder")
         .expect("the new holder writes");
     assert_eq!(
-        store.write(partitioned.fence),
-        Err(guard.fencing_token()),
+        store.write(partitioned.fence, "late write of the old holder"),
+        Err(StaleWrite {
+            token: partitioned.fence,
+            highest: guard.fencing_token()
+        }),
         "the old holder's late write must be rejected"
     );
     guard.release().await.expect("release by the new holder");
@@ -219,7 +194,7 @@ async fn partitioned_single_holder_is_cancelled(fault: Fault) {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let a = through(&proxy).await;
-    let b = support::connect(&server.url()).await;
+    let b = connect(&server.url()).await;
 
     let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || fault.apply(&proxy)).await;
     partitioned.assert_cancelled_before_the_lease_ends();
@@ -243,10 +218,10 @@ async fn partitioned_holder_is_cancelled_before_its_lease_ends_when_delayed_past
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_holder_cut_from_a_majority_is_cancelled_before_its_lease_ends() {
-    let nodes = RedisServer::cluster_of(3);
+    let nodes = RedisServer::start_independent(3);
     let proxies = proxies_for(&nodes);
     let a = redlock_through(&proxies).await;
-    let b = redlock_direct(&nodes).await;
+    let b = redlock(&nodes).await;
 
     let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || {
         proxies[0].cut();
@@ -259,10 +234,10 @@ async fn redlock_holder_cut_from_a_majority_is_cancelled_before_its_lease_ends()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_holder_cut_from_one_of_three_nodes_keeps_its_lease() {
-    let nodes = RedisServer::cluster_of(3);
+    let nodes = RedisServer::start_independent(3);
     let proxies = proxies_for(&nodes);
     let a = redlock_through(&proxies).await;
-    let b = redlock_direct(&nodes).await;
+    let b = redlock(&nodes).await;
 
     let outsider = {
         let b = b.clone();
@@ -336,7 +311,7 @@ async fn lost_resolves_at_valid_until_well_before_the_server_expires_the_lock() 
 #[tokio::test(flavor = "current_thread")]
 async fn paused_holder_is_cancelled_at_its_first_await_after_resuming() {
     let server = RedisServer::start();
-    let a = support::connect(&server.url()).await;
+    let a = connect(&server.url()).await;
     let wrote_after_pause = Arc::new(Mutex::new(false));
     let wrote = Arc::clone(&wrote_after_pause);
     let result = a

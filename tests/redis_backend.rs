@@ -9,23 +9,20 @@
 mod support;
 
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
-use distributed_lock_testkit::{RedisServer, RespValue};
-use support::{assert_lease_lost, join_within, long, poll_async, waiting, Harness};
+use distributed_lock_testkit::RedisServer;
+use support::{
+    assert_lease_lost, command_calls, fence_counter, lock_value, long, reconnect, waiting, Harness,
+    NO_HANG,
+};
 use tokio::time::{sleep, timeout};
-
-/// Upper bound for anything that must fail rather than hang.
-const NO_HANG: Duration = Duration::from_secs(10);
 
 /// Calls of the script commands (`EVALSHA` and `EVAL`) the server has answered.
 fn script_calls(server: &RedisServer) -> u64 {
-    let stats = server.info_commandstats();
-    ["evalsha", "eval"]
-        .iter()
-        .map(|name| stats.get(*name).copied().unwrap_or(0))
-        .sum()
+    command_calls(server, "evalsha") + command_calls(server, "eval")
 }
 
 /// Asserts that no script reaches `server` for three renewal periods
@@ -51,21 +48,6 @@ fn integer(server: &RedisServer, args: &[&str]) -> i64 {
         .unwrap_or_else(|| panic!("{args:?} replied {reply:?}"))
 }
 
-/// Whether `manager` takes (and releases) a lock on a scratch key within
-/// 10 s, retrying on connection errors: after a server restart, the first
-/// command on each old connection may fail before it reconnects.
-async fn reconnects(manager: &LockManager) -> bool {
-    poll_async(NO_HANG, || async {
-        match timeout(NO_HANG, manager.try_acquire("reconnect-probe", long())).await {
-            Ok(Ok(Some(guard))) => guard.release().await.is_ok(),
-            // Busy: an unanswered attempt may linger until its undo runs.
-            Ok(Ok(None)) | Ok(Err(LockError::Connection(_))) => false,
-            other => panic!("acquire after restart gave {other:?}"),
-        }
-    })
-    .await
-}
-
 /// A port on 127.0.0.1 on which nothing listens (the OS's free pick, released again).
 fn unused_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
@@ -82,8 +64,7 @@ async fn lock_key_in_redis_holds_owner_token_and_ttl() {
         pttl > 0 && pttl <= 5000,
         "PTTL of a held lock is {pttl} ms, expected (0, 5000]"
     );
-    let stored = h.server().command(&["GET", "lock:k"]).unwrap();
-    assert_eq!(stored.as_str(), Some(guard.token()));
+    assert_eq!(lock_value(h.server(), "k").as_str(), Some(guard.token()));
     assert_eq!(
         integer(h.server(), &["EXISTS", "k"]),
         0,
@@ -192,14 +173,8 @@ async fn acquire_on_killed_server_fails_fast_and_recovers_after_restart() {
     );
 
     h.server_mut().restart_empty();
-    assert!(
-        reconnects(&h.a).await,
-        "no acquisition on manager a within 10 s of the restart"
-    );
-    assert!(
-        reconnects(&h.b).await,
-        "no acquisition on manager b within 10 s of the restart"
-    );
+    reconnect(&h.a).await;
+    reconnect(&h.b).await;
     let guard = h.a.try_acquire("k", long()).await.unwrap();
     let guard = guard.expect("the lock is free on the restarted server");
     assert!(h.held_elsewhere("k").await);
@@ -248,24 +223,24 @@ async fn deleted_lock_key_is_reported_lost_within_a_renewal_period() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_is_cancelled_when_its_lock_key_is_deleted_under_it() {
     let h = Harness::redis().await;
-    let finished = std::sync::atomic::AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
     let options = LockOptions::new().ttl(Duration::from_millis(600));
     let body = async {
         sleep(Duration::from_secs(5)).await;
-        finished.store(true, std::sync::atomic::Ordering::SeqCst);
+        finished.store(true, Ordering::SeqCst);
     };
     let deleter = async {
         sleep(Duration::from_millis(100)).await;
         h.server().command(&["DEL", "lock:k"]).unwrap();
     };
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let (result, ()) = tokio::join!(h.a.with_lock("k", options, body), deleter);
     assert_lease_lost(result, "k");
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "cancelled at the next renewal, not after the body's 5 s"
     );
-    assert!(!finished.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(!finished.load(Ordering::SeqCst));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,11 +317,7 @@ async fn waiters_are_woken_by_release_not_by_polling() {
     let before = script_calls(h.server());
     let mut waiters = Vec::new();
     for waiter in 0..WAITERS {
-        let manager = if waiter % 2 == 0 {
-            h.a.clone()
-        } else {
-            h.b.clone()
-        };
+        let manager = h.alternate(waiter).clone();
         waiters.push(tokio::spawn(async move {
             let guard = manager
                 .acquire("hot", waiting(Duration::from_secs(10)))
@@ -382,27 +353,15 @@ async fn waiters_are_woken_by_release_not_by_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_counter_read_modify_write_under_lock_loses_no_updates() {
-    const TASKS: i64 = 32;
-    const ROUNDS: i64 = 50;
     let h = Harness::redis().await;
     let client = redis::Client::open(h.server().url()).unwrap();
     let data = client.get_multiplexed_async_connection().await.unwrap();
-    let mut tasks = Vec::new();
-    for task in 0..TASKS {
-        let manager = if task % 2 == 0 {
-            h.a.clone()
-        } else {
-            h.b.clone()
-        };
-        let mut data = data.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                let guard = manager
-                    .acquire("counter", waiting(Duration::from_secs(30)))
-                    .await
-                    .expect("lock within 30 s");
-                // Deliberately not atomic in Redis: only the lock keeps it correct.
-                let seen: Option<i64> = redis::cmd("GET")
+    let increments = h
+        .locked_increments(move || {
+            let mut data = data.clone();
+            async move {
+                // Not atomic in Redis: only the lock keeps it correct.
+                let seen: Option<usize> = redis::cmd("GET")
                     .arg("counter")
                     .query_async(&mut data)
                     .await
@@ -414,16 +373,11 @@ async fn redis_counter_read_modify_write_under_lock_loses_no_updates() {
                     .query_async(&mut data)
                     .await
                     .unwrap();
-                guard.release().await.expect("still our lock");
             }
-        }));
-    }
-    join_within(tasks, Duration::from_secs(60), "1600 locked increments").await;
+        })
+        .await;
     let counter = h.server().command(&["GET", "counter"]).unwrap();
-    assert_eq!(
-        counter.as_str(),
-        Some((TASKS * ROUNDS).to_string().as_str())
-    );
+    assert_eq!(counter.as_str(), Some(increments.to_string().as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -432,19 +386,15 @@ async fn fencing_token_increases_after_restart_without_persistence() {
     let guard = h.a.acquire("k", long()).await.unwrap();
     let t1 = guard.fencing_token();
     guard.release().await.unwrap();
-    let stored = h.server().command(&["GET", "lock-fence:k"]).unwrap();
-    assert_eq!(stored.as_str(), Some(t1.to_string().as_str()));
+    assert_eq!(fence_counter(h.server(), "k"), Some(t1));
 
     h.server_mut().restart_empty();
     assert_eq!(
-        h.server().command(&["GET", "lock-fence:k"]).unwrap(),
-        RespValue::Nil,
+        fence_counter(h.server(), "k"),
+        None,
         "the restarted server has no fencing counter"
     );
-    assert!(
-        reconnects(&h.a).await,
-        "no acquisition within 10 s of the restart"
-    );
+    reconnect(&h.a).await;
     let guard = h.a.acquire("k", long()).await.unwrap();
     let t2 = guard.fencing_token();
     assert!(

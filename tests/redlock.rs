@@ -5,12 +5,17 @@
 //! Each test starts its own servers on free 127.0.0.1 ports. Every loop is
 //! bounded in count and time.
 
+mod support;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{RedisServer, RespValue};
+use support::{
+    acquire_after_restart, fence_counter, join_within, lease_still_valid, lock_value, redlock, urls,
+};
 
 /// The safety margin of every lease: 6 % of the ttl plus 2 ms (1 % for clock
 /// drift, 5 % for the body to stop in time).
@@ -18,32 +23,11 @@ fn margin(ttl: Duration) -> Duration {
     ttl / 100 * 6 + Duration::from_millis(2)
 }
 
-fn urls(nodes: &[RedisServer]) -> Vec<String> {
-    nodes.iter().map(RedisServer::url).collect()
-}
-
-/// A Redlock manager over `nodes`, with short time limits so that dead nodes
-/// cost little.
-async fn redlock(nodes: &[RedisServer]) -> LockManager {
-    LockManager::builder()
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .redlock(urls(nodes))
-        .await
-        .expect("connect to the Redlock nodes")
-}
-
-/// The value of the lock key `lock:<key>` on `node`.
-fn lock_on(node: &RedisServer, key: &str) -> RespValue {
-    node.command(&["GET", &format!("lock:{key}")])
-        .expect("GET the lock key")
-}
-
 /// How many of `nodes` hold `key` for `token`.
 fn held_on(nodes: &[RedisServer], key: &str, token: &str) -> usize {
     nodes
         .iter()
-        .filter(|node| lock_on(node, key).as_str() == Some(token))
+        .filter(|node| lock_value(node, key).as_str() == Some(token))
         .count()
 }
 
@@ -53,7 +37,7 @@ fn options(ttl: Duration) -> LockOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_masters_lock_while_a_quorum_survives_and_fail_cleanly_without_one() {
-    let mut nodes = RedisServer::cluster_of(5);
+    let mut nodes = RedisServer::start_independent(5);
     let first = redlock(&nodes).await;
     let second = redlock(&nodes).await;
     let opts = options(Duration::from_secs(5));
@@ -104,7 +88,7 @@ async fn five_masters_lock_while_a_quorum_survives_and_fail_cleanly_without_one(
     );
     for survivor in &nodes[3..] {
         assert_eq!(
-            lock_on(survivor, "five-gone"),
+            lock_value(survivor, "five-gone"),
             RespValue::Nil,
             "the failed acquisition must not leave the lock on the survivors"
         );
@@ -135,7 +119,7 @@ async fn holder_on_nodes_1_and_2(
         .acquire(key, opts)
         .await
         .expect("nodes 1 and 2 grant");
-    assert_eq!(lock_on(&nodes[0], key).as_str(), Some("old-owner"));
+    assert_eq!(lock_value(&nodes[0], key).as_str(), Some("old-owner"));
     assert_eq!(held_on(&nodes[1..], key, guard.token()), 2);
     // The old owner goes away: node 0 is free again.
     nodes[0].command(&["DEL", &lock_key]).unwrap();
@@ -147,7 +131,7 @@ async fn holder_on_nodes_1_and_2(
 /// the holder's lease is still valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn node_restarted_empty_at_once_can_grant_the_lock_twice() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     let ttl = Duration::from_secs(3);
     let guard = holder_on_nodes_1_and_2(&nodes, "restart", options(ttl).renew(false)).await;
 
@@ -157,9 +141,7 @@ async fn node_restarted_empty_at_once_can_grant_the_lock_twice() {
 
     assert!(second.is_some(), "nodes 0 and 2 (now empty) form a quorum");
     assert!(
-        guard
-            .valid_until()
-            .is_some_and(|until| until > Instant::now()),
+        lease_still_valid(&guard),
         "the first holder's lease is still valid: two holders at once"
     );
 }
@@ -169,7 +151,7 @@ async fn node_restarted_empty_at_once_can_grant_the_lock_twice() {
 /// lease could not be renewed by a quorum and was reported lost first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn node_restarted_empty_after_the_ttl_keeps_mutual_exclusion() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     let ttl = Duration::from_secs(1);
     let guard = holder_on_nodes_1_and_2(&nodes, "restart", options(ttl)).await;
 
@@ -185,10 +167,7 @@ async fn node_restarted_empty_after_the_ttl_keeps_mutual_exclusion() {
     let second = rival.try_acquire("restart", options(ttl)).await.unwrap();
     assert!(second.is_some(), "nodes 0 and 2 form a quorum");
     assert!(
-        guard.is_lost()
-            && guard
-                .valid_until()
-                .is_none_or(|until| until <= Instant::now()),
+        guard.is_lost() && !lease_still_valid(&guard),
         "never two valid holders"
     );
 }
@@ -275,7 +254,7 @@ async fn slow_node_does_not_break_acquisition_and_validity_keeps_a_safety_margin
     guard.release().await.expect("release");
     for node in nodes.iter() {
         assert_eq!(
-            lock_on(node, "slow"),
+            lock_value(node, "slow"),
             RespValue::Nil,
             "released on every node, the slow one too"
         );
@@ -286,7 +265,7 @@ async fn slow_node_does_not_break_acquisition_and_validity_keeps_a_safety_margin
 async fn three_managers_of_sixteen_tasks_lose_no_update() {
     const TASKS: u64 = 16;
     const ROUNDS: u64 = 4;
-    let nodes = RedisServer::cluster_of(3);
+    let nodes = RedisServer::start_independent(3);
     let counter = Arc::new(AtomicU64::new(0));
     let inside = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -313,18 +292,13 @@ async fn three_managers_of_sixteen_tasks_lose_no_update() {
             }));
         }
     }
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(60), task)
-            .await
-            .expect("all rounds done in time")
-            .expect("task");
-    }
+    join_within(tasks, Duration::from_secs(60), "all rounds").await;
     assert_eq!(counter.load(Ordering::SeqCst), 3 * TASKS * ROUNDS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fencing_tokens_increase_across_quorums_when_the_highest_counter_dies() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     let first = redlock(&nodes).await;
     let second = redlock(&nodes).await;
     let opts = options(Duration::from_secs(5));
@@ -352,11 +326,8 @@ async fn fencing_tokens_increase_across_quorums_when_the_highest_counter_dies() 
         "the quorum's maximum is node 0's"
     );
     assert_eq!(
-        nodes[1]
-            .command(&["GET", "lock-fence:fenced"])
-            .unwrap()
-            .as_str(),
-        Some(last.to_string().as_str()),
+        fence_counter(&nodes[1], "fenced"),
+        Some(last),
         "the token was written back to node 1"
     );
     guard.release().await.unwrap();
@@ -381,7 +352,7 @@ async fn fencing_tokens_increase_across_quorums_when_the_highest_counter_dies() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiter_is_woken_by_a_release_on_the_surviving_nodes() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     let holder = redlock(&nodes).await;
     let waiter = redlock(&nodes).await;
     let ttl = Duration::from_secs(10);
@@ -413,7 +384,7 @@ async fn waiter_is_woken_by_a_release_on_the_surviving_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn starts_with_a_node_down_and_uses_it_once_it_is_back() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     nodes[2].kill();
     let manager = redlock(&nodes).await;
     let guard = manager
@@ -429,7 +400,7 @@ async fn starts_with_a_node_down_and_uses_it_once_it_is_back() {
             .acquire("late", options(Duration::from_secs(5)))
             .await
             .expect("acquire");
-        reached = lock_on(&nodes[2], "late").as_str() == Some(guard.token());
+        reached = lock_value(&nodes[2], "late").as_str() == Some(guard.token());
         guard.release().await.unwrap();
         if reached {
             break;
@@ -441,7 +412,7 @@ async fn starts_with_a_node_down_and_uses_it_once_it_is_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fencing_tokens_increase_after_every_node_restarts_empty() {
-    let mut nodes = RedisServer::cluster_of(3);
+    let mut nodes = RedisServer::start_independent(3);
     let manager = redlock(&nodes).await;
     let ttl = Duration::from_millis(300);
     let guard = manager.acquire("restart", options(ttl)).await.unwrap();
@@ -456,19 +427,9 @@ async fn fencing_tokens_increase_after_every_node_restarts_empty() {
         node.restart_empty();
     }
 
-    let mut after = None;
-    for _ in 0..50 {
-        match manager.acquire("restart", options(ttl)).await {
-            Ok(guard) => {
-                after = Some(guard.fencing_token());
-                guard.release().await.unwrap();
-                break;
-            }
-            Err(LockError::Connection(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(other) => panic!("unexpected error after the restart: {other}"),
-        }
-    }
-    let after = after.expect("no acquisition within 5 s of the restart");
+    let guard = acquire_after_restart(&manager, "restart", options(ttl)).await;
+    let after = guard.fencing_token();
+    guard.release().await.unwrap();
     assert!(
         after > before,
         "fencing token went back from {before} to {after}"
@@ -477,7 +438,7 @@ async fn fencing_tokens_increase_after_every_node_restarts_empty() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_refuses_what_it_cannot_honour() {
-    let nodes = RedisServer::cluster_of(3);
+    let nodes = RedisServer::start_independent(3);
     let invalid = |result: Result<LockManager, LockError>| match result {
         Err(LockError::InvalidOptions(message)) => message,
         other => panic!("expected InvalidOptions, got {other:?}"),
@@ -502,6 +463,6 @@ async fn redlock_refuses_what_it_cannot_honour() {
         Err(LockError::InvalidOptions(_))
     ));
     for node in &nodes {
-        assert_eq!(lock_on(node, "refused"), RespValue::Nil);
+        assert_eq!(lock_value(node, "refused"), RespValue::Nil);
     }
 }

@@ -10,36 +10,28 @@
 
 #![cfg(feature = "tls")]
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
-use distributed_lock_testkit::{ExtraPort, RedisServer, RespValue};
-use tokio::time::{sleep, timeout};
-
-/// Upper bound for anything that must finish rather than hang.
-const NO_HANG: Duration = Duration::from_secs(10);
+use distributed_lock_testkit::{ExtraPort, RedisServer, RespValue, TempDir};
+use support::{assert_subscribed_soon, NO_HANG};
+use tokio::time::timeout;
 
 /// A CA and a server certificate for `IP:127.0.0.1` signed by it, in a
 /// directory that is deleted on drop.
 struct Certificates {
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Certificates {
     /// Runs `openssl` to make `ca.crt`, `server.key` and `server.crt`.
     fn generate() -> Certificates {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "distributed-lock-tls-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir(&dir).unwrap();
+        let dir = TempDir::new("tls").expect("create a temp dir for the certificates");
         let certificates = Certificates { dir };
         fs::write(
             certificates.path("server.ext"),
@@ -99,7 +91,7 @@ impl Certificates {
     fn openssl(&self, args: &[&[&str]]) {
         let output = Command::new("openssl")
             .args(args.concat())
-            .current_dir(&self.dir)
+            .current_dir(self.dir.path())
             .output()
             .expect("openssl not found: install it with `apt-get install -y openssl`");
         assert!(
@@ -111,7 +103,7 @@ impl Certificates {
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
+        self.dir.path().join(name)
     }
 
     /// The CA certificate, PEM.
@@ -135,12 +127,6 @@ impl Certificates {
             .arg("--tls-auth-clients")
             .arg("no")
             .start()
-    }
-}
-
-impl Drop for Certificates {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -190,20 +176,7 @@ async fn lock_over_tls_is_taken_waited_for_and_released() {
         waited
     });
     // The waiter subscribed to the release channel, over TLS.
-    let subscribed = async {
-        loop {
-            let reply = server.command(&["PUBSUB", "NUMSUB", "lock:tls:item"]);
-            if let Ok(RespValue::Array(items)) = reply {
-                if items.get(1) == Some(&RespValue::Integer(1)) {
-                    return;
-                }
-            }
-            sleep(Duration::from_millis(10)).await;
-        }
-    };
-    timeout(NO_HANG, subscribed)
-        .await
-        .expect("the waiter never subscribed to the release channel");
+    assert_subscribed_soon(&server, "lock:tls:item").await;
     assert!(!waiter.is_finished(), "the waiter took a held lock");
 
     let released = Instant::now();

@@ -5,44 +5,24 @@
 //! nor duplicates orders.
 #![cfg(feature = "sqlx")]
 
+mod support;
+
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use distributed_lock::{
     distributed_lock, fencing_token, transactional, LockError, LockManager, LockOptions,
 };
-use distributed_lock_testkit::RedisServer;
+use distributed_lock_testkit::{RedisServer, TempDir};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{SqliteConnection, SqlitePool};
+use support::{connect, race, within, AppError, Counter, Race, Stacking, ROUNDS, TASKS};
 use tokio::sync::oneshot;
 
-/// A fresh directory under the system temp dir, deleted on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.subsec_nanos());
-        let name = format!(
-            "distributed-lock-tx-{}-{}-{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = std::env::temp_dir().join(name);
-        std::fs::create_dir(&path).expect("create temp dir");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A fresh directory for one test's database.
+fn scratch_dir() -> TempDir {
+    TempDir::new("tx").expect("create a temp dir for the database")
 }
 
 /// A pool on `db.sqlite` in `dir`. WAL lets readers run beside the writer;
@@ -50,7 +30,7 @@ impl Drop for TempDir {
 /// of failing at once.
 async fn open_pool(dir: &TempDir) -> SqlitePool {
     let options = SqliteConnectOptions::new()
-        .filename(dir.0.join("db.sqlite"))
+        .filename(dir.path().join("db.sqlite"))
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
@@ -68,50 +48,17 @@ async fn run_sql(db: &SqlitePool, statements: &[&'static str]) {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum AppError {
-    #[error(transparent)]
-    Lock(#[from] LockError),
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
-    #[error("refused by the body")]
-    Refused,
-    #[error("fencing token {0} is older than the one stored")]
-    StaleFence(u64),
-}
-
-/// Bounds a step that would otherwise hang the test on a bug.
-async fn within<T>(step: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(15), step)
-        .await
-        .expect("step took over 15 s")
-}
-
 // ---------------------------------------------------------------------------
 // Commit happens-before release.
 
-const TASKS: usize = 4;
-const ROUNDS: usize = 25;
-
-/// How an increment combines the lock and the transaction.
-#[derive(Clone, Copy, Debug)]
-enum Stacking {
-    /// `#[transactional]` written above `#[distributed_lock]`.
-    TransactionAbove,
-    /// `#[distributed_lock]` written above `#[transactional]`: the macro
-    /// reorders them.
-    TransactionBelow,
-    /// The pitfall, by hand: begin, lock, write, release, then commit.
-    CommitAfterRelease,
-}
-
-/// A counter row in SQLite, incremented under the lock `counter`.
-struct Counter {
+/// The counter row of `counter` in SQLite, incremented under the lock `counter`.
+#[derive(Clone)]
+struct SqliteCounter {
     locks: LockManager,
     db: SqlitePool,
 }
 
-impl Counter {
+impl Counter for SqliteCounter {
     #[transactional(pool = self.db)]
     #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
     async fn increment_transaction_above(&self) -> Result<i64, AppError> {
@@ -139,12 +86,11 @@ impl Counter {
         Ok(read)
     }
 
-    async fn increment(&self, stacking: Stacking) -> Result<i64, AppError> {
-        match stacking {
-            Stacking::TransactionAbove => self.increment_transaction_above().await,
-            Stacking::TransactionBelow => self.increment_transaction_below().await,
-            Stacking::CommitAfterRelease => self.increment_committing_after_release().await,
-        }
+    async fn value(&self) -> i64 {
+        sqlx::query_scalar("SELECT value FROM counter WHERE id = 1")
+            .fetch_one(&self.db)
+            .await
+            .expect("read counter")
     }
 }
 
@@ -161,20 +107,10 @@ async fn read_then_write(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error
     Ok(value)
 }
 
-/// What `TASKS` tasks of `ROUNDS` increments each observed.
-struct Race {
-    /// The value each successful increment read, sorted.
-    reads: Vec<i64>,
-    /// Increments that failed.
-    errors: Vec<String>,
-    /// The counter at the end.
-    last: i64,
-}
-
 /// Runs the race on a fresh database, each task with its own lock manager.
-async fn race(stacking: Stacking) -> Race {
+async fn race_on_sqlite(stacking: Stacking) -> Race {
     let server = RedisServer::start();
-    let dir = TempDir::new();
+    let dir = scratch_dir();
     let db = open_pool(&dir).await;
     run_sql(
         &db,
@@ -184,44 +120,19 @@ async fn race(stacking: Stacking) -> Race {
         ],
     )
     .await;
-    let mut tasks = Vec::new();
+    let mut counters = Vec::new();
     for _ in 0..TASKS {
-        let counter = Counter {
-            locks: LockManager::connect(&server.url()).await.expect("connect"),
+        counters.push(SqliteCounter {
+            locks: connect(&server.url()).await,
             db: db.clone(),
-        };
-        tasks.push(tokio::spawn(async move {
-            let mut outcomes = Vec::new();
-            for _ in 0..ROUNDS {
-                outcomes.push(counter.increment(stacking).await);
-            }
-            outcomes
-        }));
+        });
     }
-    let (mut reads, mut errors) = (Vec::new(), Vec::new());
-    for task in tasks {
-        for outcome in within(task).await.expect("task") {
-            match outcome {
-                Ok(read) => reads.push(read),
-                Err(error) => errors.push(error.to_string()),
-            }
-        }
-    }
-    reads.sort_unstable();
-    let last = sqlx::query_scalar("SELECT value FROM counter WHERE id = 1")
-        .fetch_one(&db)
-        .await
-        .expect("read counter");
-    Race {
-        reads,
-        errors,
-        last,
-    }
+    race(counters, stacking).await
 }
 
 async fn assert_no_stale_read(stacking: Stacking) {
     let total = (TASKS * ROUNDS) as i64;
-    let race = race(stacking).await;
+    let race = race_on_sqlite(stacking).await;
     assert_eq!(race.errors, Vec::<String>::new(), "{stacking:?}");
     assert_eq!(
         race.reads,
@@ -249,7 +160,7 @@ async fn next_holder_reads_committed_value_with_transaction_written_below() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_commit_after_release_reads_stale_data() {
     let total = TASKS * ROUNDS;
-    let race = race(Stacking::CommitAfterRelease).await;
+    let race = race_on_sqlite(Stacking::CommitAfterRelease).await;
     let distinct: HashSet<i64> = race.reads.iter().copied().collect();
     let stale = race.reads.len() - distinct.len();
     eprintln!(
@@ -332,10 +243,10 @@ async fn insert_entry(conn: &mut SqliteConnection, id: i64) -> Result<(), sqlx::
 /// A journal on a fresh database; keep the server and directory alive.
 async fn journal() -> (Arc<Journal>, RedisServer, TempDir) {
     let server = RedisServer::start();
-    let dir = TempDir::new();
+    let dir = scratch_dir();
     let db = open_pool(&dir).await;
     run_sql(&db, &["CREATE TABLE entries (id INTEGER PRIMARY KEY)"]).await;
-    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let locks = connect(&server.url()).await;
     (Arc::new(Journal { locks, db }), server, dir)
 }
 
@@ -463,7 +374,7 @@ impl Shop {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flash_sale_on_sqlite_neither_oversells_nor_duplicates() {
     let server = RedisServer::start();
-    let dir = TempDir::new();
+    let dir = scratch_dir();
     let setup = open_pool(&dir).await;
     run_sql(
         &setup,
@@ -481,7 +392,7 @@ async fn flash_sale_on_sqlite_neither_oversells_nor_duplicates() {
     let mut shops = Vec::new();
     for _ in 0..INSTANCES {
         shops.push(Arc::new(Shop {
-            locks: LockManager::connect(&server.url()).await.expect("connect"),
+            locks: connect(&server.url()).await,
             db: open_pool(&dir).await,
         }));
     }

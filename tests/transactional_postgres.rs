@@ -12,41 +12,34 @@
 //! ```
 #![cfg(feature = "postgres")]
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use distributed_lock::{distributed_lock, transactional, LockError, LockManager, LockOptions};
+use distributed_lock::{distributed_lock, transactional, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
-
-const TASKS: usize = 4;
-const ROUNDS: usize = 25;
-
-#[derive(Debug, thiserror::Error)]
-enum AppError {
-    #[error(transparent)]
-    Lock(#[from] LockError),
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
-    #[error("refused by the body")]
-    Refused,
-}
+use support::{connect, race, AppError, Counter, Race, Stacking, ROUNDS, TASKS};
 
 /// A counter row in its own table, incremented under the lock `counter`.
-struct Counter {
+#[derive(Clone)]
+struct PgCounter {
     locks: LockManager,
     db: PgPool,
     table: String,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Stacking {
-    TransactionAbove,
-    TransactionBelow,
-    CommitAfterRelease,
+impl PgCounter {
+    #[transactional(pool = self.db)]
+    #[distributed_lock(key = "counter", client = self.locks)]
+    async fn increment_then_refuse(&self) -> Result<i64, AppError> {
+        read_then_write(tx, &self.table).await?;
+        Err(AppError::Refused)
+    }
 }
 
-impl Counter {
+impl Counter for PgCounter {
     #[transactional(pool = self.db)]
     #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
     async fn increment_transaction_above(&self) -> Result<i64, AppError> {
@@ -70,21 +63,6 @@ impl Counter {
         tokio::time::sleep(Duration::from_millis(5)).await;
         tx.commit().await?;
         Ok(read)
-    }
-
-    #[transactional(pool = self.db)]
-    #[distributed_lock(key = "counter", client = self.locks)]
-    async fn increment_then_refuse(&self) -> Result<i64, AppError> {
-        read_then_write(tx, &self.table).await?;
-        Err(AppError::Refused)
-    }
-
-    async fn increment(&self, stacking: Stacking) -> Result<i64, AppError> {
-        match stacking {
-            Stacking::TransactionAbove => self.increment_transaction_above().await,
-            Stacking::TransactionBelow => self.increment_transaction_below().await,
-            Stacking::CommitAfterRelease => self.increment_committing_after_release().await,
-        }
     }
 
     async fn value(&self) -> i64 {
@@ -111,7 +89,7 @@ async fn read_then_write(conn: &mut PgConnection, table: &str) -> Result<i64, sq
 }
 
 /// A fresh counter table on `POSTGRES_URL`, dropped by [`drop_table`].
-async fn counter(server: &RedisServer) -> Counter {
+async fn counter(server: &RedisServer) -> PgCounter {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let url = std::env::var("POSTGRES_URL").expect("set POSTGRES_URL to run these tests");
     let db = PgPool::connect(&url).await.expect("connect to PostgreSQL");
@@ -126,11 +104,11 @@ async fn counter(server: &RedisServer) -> Counter {
     ] {
         sqlx::query(AssertSqlSafe(sql)).execute(&db).await.unwrap();
     }
-    let locks = LockManager::connect(&server.url()).await.expect("connect");
-    Counter { locks, db, table }
+    let locks = connect(&server.url()).await;
+    PgCounter { locks, db, table }
 }
 
-async fn drop_table(counter: &Counter) {
+async fn drop_table(counter: &PgCounter) {
     let sql = format!("DROP TABLE {}", counter.table);
     sqlx::query(AssertSqlSafe(sql))
         .execute(&counter.db)
@@ -138,33 +116,23 @@ async fn drop_table(counter: &Counter) {
         .unwrap();
 }
 
-/// Sorted reads of `TASKS` × `ROUNDS` increments, and the final value.
-async fn race(stacking: Stacking) -> (Vec<i64>, i64) {
+/// The race on a fresh table, each task with its own lock manager; every
+/// increment must succeed (PostgreSQL reports no conflict, even for the
+/// pitfall).
+async fn race_on_postgres(stacking: Stacking) -> Race {
     let server = RedisServer::start();
     let first = counter(&server).await;
-    let mut tasks = Vec::new();
+    let mut counters = Vec::new();
     for _ in 0..TASKS {
-        let counter = Counter {
-            locks: LockManager::connect(&server.url()).await.expect("connect"),
-            db: first.db.clone(),
-            table: first.table.clone(),
-        };
-        tasks.push(tokio::spawn(async move {
-            let mut reads = Vec::new();
-            for _ in 0..ROUNDS {
-                reads.push(counter.increment(stacking).await.expect("increment"));
-            }
-            reads
-        }));
+        counters.push(PgCounter {
+            locks: connect(&server.url()).await,
+            ..first.clone()
+        });
     }
-    let mut reads = Vec::new();
-    for task in tasks {
-        reads.extend(task.await.expect("task"));
-    }
-    reads.sort_unstable();
-    let last = first.value().await;
+    let race = race(counters, stacking).await;
     drop_table(&first).await;
-    (reads, last)
+    assert_eq!(race.errors, Vec::<String>::new(), "{stacking:?}");
+    race
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,16 +140,16 @@ async fn race(stacking: Stacking) -> (Vec<i64>, i64) {
 async fn next_holder_reads_committed_value_in_both_orders() {
     let total = (TASKS * ROUNDS) as i64;
     for stacking in [Stacking::TransactionAbove, Stacking::TransactionBelow] {
-        let (reads, last) = race(stacking).await;
-        assert_eq!(reads, (0..total).collect::<Vec<_>>(), "{stacking:?}");
-        assert_eq!(last, total, "{stacking:?}");
+        let race = race_on_postgres(stacking).await;
+        assert_eq!(race.reads, (0..total).collect::<Vec<_>>(), "{stacking:?}");
+        assert_eq!(race.last, total, "{stacking:?}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a PostgreSQL server in POSTGRES_URL"]
 async fn control_commit_after_release_loses_updates_silently() {
-    let (reads, last) = race(Stacking::CommitAfterRelease).await;
+    let Race { reads, last, .. } = race_on_postgres(Stacking::CommitAfterRelease).await;
     let mut distinct = reads.clone();
     distinct.dedup();
     eprintln!(

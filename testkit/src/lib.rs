@@ -10,6 +10,7 @@
 //!
 //! A [`FaultProxy`] in front of a server injects network faults for the
 //! connections made through it: cut, silent partition (blackhole) and delay.
+//! A [`TempDir`] is a scratch directory deleted on drop.
 //!
 //! ```
 //! use distributed_lock_testkit::{RedisServer, RespValue};
@@ -35,6 +36,7 @@ use std::time::Duration;
 pub use proxy::FaultProxy;
 pub use resp::RespValue;
 pub use server::{RedisServer, RedisServerBuilder};
+pub use tempdir::TempDir;
 
 /// A free loopback port, reserved among this process's servers until dropped,
 /// for a second listener of one server (e.g. `--tls-port`): the server's own

@@ -105,10 +105,11 @@ impl RedisServer {
         RedisServerBuilder::default()
     }
 
-    /// Starts `n` independent servers on distinct ports (e.g. Redlock nodes);
-    /// panics like [`RedisServer::start`].
+    /// Starts `n` independent servers on distinct ports: standalone masters
+    /// that neither replicate nor form a Redis Cluster (e.g. Redlock nodes).
+    /// Panics like [`RedisServer::start`].
     #[track_caller]
-    pub fn cluster_of(n: usize) -> Vec<RedisServer> {
+    pub fn start_independent(n: usize) -> Vec<RedisServer> {
         (0..n).map(|_| Self::start()).collect()
     }
 
@@ -222,7 +223,7 @@ impl RedisServer {
 
     /// Creates the value and brings up its first process.
     fn launch_new(port: PortReservation, args: &[String]) -> Result<Self, StartError> {
-        let dir = TempDir::new(port.port())
+        let dir = TempDir::new(&format!("testkit-{}", port.port()))
             .map_err(|e| StartError::Fatal(format!("cannot create a temp dir: {e}")))?;
         let mut server = RedisServer {
             child: Mutex::new(None),

@@ -1,4 +1,4 @@
-//! A uniquely named scratch directory that is deleted on drop.
+//! [`TempDir`]: a uniquely named scratch directory that is deleted on drop.
 
 use std::fs;
 use std::io;
@@ -8,18 +8,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Distinguishes directories created by the same process.
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A directory under [`std::env::temp_dir`], removed with its contents on drop.
+/// A fresh directory under [`std::env::temp_dir`], removed with its contents
+/// on drop (best effort: a leftover in the temp dir is harmless).
+///
+/// Each [`RedisServer`](crate::RedisServer) keeps its data in one; tests use
+/// them for database files and certificates.
+#[must_use = "the directory is deleted as soon as it is dropped"]
 #[derive(Debug)]
-pub(crate) struct TempDir {
+pub struct TempDir {
     path: PathBuf,
 }
 
 impl TempDir {
-    /// Creates `distributed-lock-testkit-<pid>-<counter>-<port>`, replacing any
-    /// stale directory of that name left behind by a crashed earlier process.
-    pub(crate) fn new(port: u16) -> io::Result<Self> {
+    /// Creates `distributed-lock-<label>-<pid>-<counter>`, distinct from
+    /// every other directory this process creates, replacing any stale
+    /// directory of that name left behind by a crashed earlier process.
+    ///
+    /// Fails if the directory cannot be created, e.g. when `label` contains
+    /// a path separator.
+    pub fn new(label: &str) -> io::Result<TempDir> {
         let name = format!(
-            "distributed-lock-testkit-{}-{}-{port}",
+            "distributed-lock-{label}-{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed),
         );
@@ -31,7 +40,7 @@ impl TempDir {
     }
 
     /// The directory's path.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -49,8 +58,8 @@ mod tests {
 
     #[test]
     fn creates_distinct_directories_and_removes_them() {
-        let first = TempDir::new(1);
-        let second = TempDir::new(1);
+        let first = TempDir::new("unit");
+        let second = TempDir::new("unit");
         let (first, second) = (first.unwrap(), second.unwrap());
         assert_ne!(first.path(), second.path());
         assert!(first.path().is_dir() && second.path().is_dir());
@@ -58,5 +67,10 @@ mod tests {
         fs::write(path.join("file"), b"x").unwrap();
         drop(first);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn label_with_a_path_separator_is_an_error_not_a_nested_directory() {
+        assert!(TempDir::new("a/b").is_err());
     }
 }

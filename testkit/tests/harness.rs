@@ -100,8 +100,8 @@ fn restart_empty_comes_back_on_the_same_port_without_data() {
 }
 
 #[test]
-fn cluster_of_three_has_distinct_ports() {
-    let nodes = RedisServer::cluster_of(3);
+fn three_independent_servers_have_distinct_ports() {
+    let nodes = RedisServer::start_independent(3);
     let ports: HashSet<u16> = nodes.iter().map(RedisServer::port).collect();
     assert_eq!(ports.len(), 3);
     assert!(nodes

@@ -1,0 +1,30 @@
+//! Checks on what the lock API returned: lost leases, owner tokens, validity.
+
+use std::time::Instant;
+
+use distributed_lock::{LockError, LockGuard};
+
+/// Asserts that `result` is `Err(LockError::LeaseLost)` for `key`.
+#[track_caller]
+pub fn assert_lease_lost<T: std::fmt::Debug>(result: Result<T, LockError>, key: &str) {
+    match result {
+        Err(LockError::LeaseLost { key: lost }) => assert_eq!(lost, key),
+        other => panic!("expected LeaseLost for `{key}`, got {other:?}"),
+    }
+}
+
+/// Whether `token` looks like an owner token: 32 lowercase hex digits.
+pub fn is_owner_token(token: &str) -> bool {
+    token.len() == 32
+        && token
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+}
+
+/// Whether `guard`'s lease is still certainly valid now: a second holder at
+/// this moment means mutual exclusion was broken.
+pub fn lease_still_valid(guard: &LockGuard) -> bool {
+    guard
+        .valid_until()
+        .is_some_and(|until| until > Instant::now())
+}

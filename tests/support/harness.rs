@@ -1,0 +1,152 @@
+//! Lock managers for the tests: a [`Harness`] of two managers on one backend,
+//! and connecting to one server or to Redlock nodes.
+
+use std::future::Future;
+use std::time::Duration;
+
+use distributed_lock::LockManager;
+use distributed_lock_testkit::RedisServer;
+
+use super::options::waiting;
+use super::probes::{becomes_free, is_held};
+use super::wait::{join_within, PROMPTLY};
+
+/// Tasks of [`Harness::locked_increments`].
+const INCREMENT_TASKS: usize = 32;
+/// Rounds of each task of [`Harness::locked_increments`].
+const INCREMENT_ROUNDS: usize = 50;
+
+/// Two lock managers on one backend, as two processes would have.
+///
+/// For Redis they are two separate connections to a server owned by this
+/// test; in memory the second is a clone of the first (the only way to share
+/// an in-memory lock table).
+pub struct Harness {
+    /// The first manager.
+    pub a: LockManager,
+    /// The other "process".
+    pub b: LockManager,
+    server: Option<RedisServer>,
+}
+
+impl Harness {
+    /// Starts a fresh `redis-server` for this test alone and connects twice.
+    pub async fn redis() -> Harness {
+        Harness::on_server(RedisServer::start()).await
+    }
+
+    /// Connects two managers to `server`, which the harness then owns.
+    pub async fn on_server(server: RedisServer) -> Harness {
+        let a = connect(&server.url()).await;
+        let b = connect(&server.url()).await;
+        Harness {
+            a,
+            b,
+            server: Some(server),
+        }
+    }
+
+    /// An in-memory manager and a clone of it.
+    pub fn memory() -> Harness {
+        let a = LockManager::in_memory();
+        Harness {
+            b: a.clone(),
+            a,
+            server: None,
+        }
+    }
+
+    /// The Redis server of this test; panics for the in-memory harness.
+    pub fn server(&self) -> &RedisServer {
+        self.server
+            .as_ref()
+            .expect("this test needs the Redis harness")
+    }
+
+    /// The Redis server of this test, mutably (to kill or restart it).
+    pub fn server_mut(&mut self) -> &mut RedisServer {
+        self.server
+            .as_mut()
+            .expect("this test needs the Redis harness")
+    }
+
+    /// Manager `a` for even `i`, `b` for odd: spreads numbered tasks over
+    /// both "processes".
+    pub fn alternate(&self, i: usize) -> &LockManager {
+        if i.is_multiple_of(2) {
+            &self.a
+        } else {
+            &self.b
+        }
+    }
+
+    /// Runs `increment` 1600 times, each time under the lock `counter`: 32
+    /// tasks, spread over both managers, of 50 rounds that each wait up to
+    /// 30 s for the lock and release it after `increment`. Fails the test
+    /// unless all are done within 60 s. Returns how many increments ran.
+    ///
+    /// `increment` should read, yield and write back: not atomic, so that
+    /// only the lock keeps the count right.
+    pub async fn locked_increments<F, Fut>(&self, increment: F) -> usize
+    where
+        F: Fn() -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let tasks = (0..INCREMENT_TASKS)
+            .map(|task| {
+                let (manager, increment) = (self.alternate(task).clone(), increment.clone());
+                tokio::spawn(async move {
+                    for _ in 0..INCREMENT_ROUNDS {
+                        let guard = manager
+                            .acquire("counter", waiting(Duration::from_secs(30)))
+                            .await
+                            .expect("lock within 30 s");
+                        increment().await;
+                        guard.release().await.expect("still our lock");
+                    }
+                })
+            })
+            .collect();
+        join_within(tasks, Duration::from_secs(60), "1600 locked increments").await;
+        INCREMENT_TASKS * INCREMENT_ROUNDS
+    }
+
+    /// Whether someone holds `key`, as seen by one attempt of manager `b`
+    /// from outside every lock scope of the test; see [`is_held`].
+    pub async fn held_elsewhere(&self, key: &str) -> bool {
+        is_held(&self.b, key).await
+    }
+
+    /// Asserts that `key` becomes free within [`PROMPTLY`]; with locks taken
+    /// with [`LONG_TTL`](super::LONG_TTL), that proves a release (not
+    /// expiry) freed it.
+    pub async fn assert_freed_promptly(&self, key: &str) {
+        assert!(
+            becomes_free(&self.b, key).await,
+            "lock `{key}` still held {PROMPTLY:?} after its holder went away; only its 30 s TTL would free it now",
+        );
+    }
+}
+
+/// Connects a manager with default settings, panicking with the cause on failure.
+pub async fn connect(url: &str) -> LockManager {
+    LockManager::connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
+}
+
+/// The URLs of `nodes`, in order.
+pub fn urls(nodes: &[RedisServer]) -> Vec<String> {
+    nodes.iter().map(RedisServer::url).collect()
+}
+
+/// A Redlock manager over `nodes`, with 500 ms connect and response timeouts
+/// so that dead nodes cost little.
+pub async fn redlock(nodes: &[RedisServer]) -> LockManager {
+    LockManager::builder()
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(500))
+        .redlock(urls(nodes))
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to the Redlock nodes: {err}"))
+}
