@@ -32,10 +32,11 @@ impl Default for LockManagerBuilder {
 impl LockManagerBuilder {
     /// Prefix of every lock key in Redis (default `lock:`). A `:` is added
     /// when the prefix does not end with one (`app` becomes `app:`), and
-    /// fencing counters live under the prefix with `-fence` before that `:`
-    /// (`app-fence:`). So every lock key starts with `<base>:` and every
-    /// internal key with `<base>-fence:`: no user key, whatever characters it
-    /// holds, can name an internal key.
+    /// internal keys (fencing counters, waiter queues) live under the prefix
+    /// with `-fence`, `-queue` or `-wait` before that `:` (`app-fence:`). So
+    /// every lock key starts with `<base>:` and every internal key with
+    /// `<base>-`: no user key, whatever characters it holds, can name an
+    /// internal key.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
         self

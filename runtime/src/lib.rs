@@ -35,6 +35,7 @@ mod builder;
 mod error;
 mod guard;
 mod install;
+mod keys;
 mod lease;
 mod manager;
 mod options;

@@ -4,12 +4,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Attempt, Backend, LockKey};
+use crate::backend::{Attempt, Backend};
 use crate::builder::LockManagerBuilder;
+use crate::keys::{KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
 use crate::token::OwnerToken;
+use crate::wait_queue::Wake;
 use crate::watchdog::RenewalTimer;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 
@@ -17,6 +19,14 @@ use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 /// message before it tries anyway (the holder may be in another process and
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
+
+/// How long a waiter's place in a key's queue in Redis lasts without being
+/// refreshed: a waiter that died holds up the queue at most this long.
+const QUEUE_PLACE: Duration = Duration::from_secs(3);
+
+/// Longest pause between two attempts of a queued waiter, each of which
+/// refreshes its place.
+const QUEUE_REFRESH: Duration = Duration::from_secs(1);
 
 /// Longest pause of a waiter between two attempts, whatever TTL the holder
 /// reports (any client may have set a key with a huge TTL).
@@ -32,33 +42,18 @@ pub struct LockManager {
 
 struct ManagerInner {
     backend: Arc<Backend>,
-    namespace: String,
-    fence_namespace: String,
+    keys: KeySpace,
     renewals: Arc<RenewalTimer>,
-}
-
-/// The prefixes of lock keys and of fencing counters for a namespace: `base:`
-/// and `base-fence:`. They differ at the character after `base` (`:` and
-/// `-`), so no key under one can be a key under the other.
-fn key_prefixes(mut namespace: String) -> (String, String) {
-    if !namespace.ends_with(':') {
-        namespace.push(':');
-    }
-    let base = &namespace[..namespace.len() - 1];
-    let fence = format!("{base}-fence:");
-    (namespace, fence)
 }
 
 impl LockManager {
     /// A manager over `backend` whose keys live under `namespace` (a `:` is
     /// added when missing; see `LockManagerBuilder::namespace`).
     pub(crate) fn new(backend: Backend, namespace: String) -> LockManager {
-        let (namespace, fence_namespace) = key_prefixes(namespace);
         LockManager {
             inner: Arc::new(ManagerInner {
                 backend: Arc::new(backend),
-                namespace,
-                fence_namespace,
+                keys: KeySpace::new(namespace),
                 renewals: Arc::default(),
             }),
         }
@@ -107,7 +102,7 @@ impl LockManager {
 
     /// The prefix of every lock key in the backend.
     pub fn namespace(&self) -> &str {
-        &self.inner.namespace
+        self.inner.keys.namespace()
     }
 
     pub(crate) fn backend(&self) -> &Arc<Backend> {
@@ -119,11 +114,7 @@ impl LockManager {
     }
 
     fn lock_key(&self, key: &str) -> LockKey {
-        LockKey {
-            user: key.to_owned(),
-            lock: format!("{}{}", self.inner.namespace, key),
-            fence: format!("{}{}", self.inner.fence_namespace, key),
-        }
+        self.inner.keys.key(key)
     }
 
     /// Takes the lock on `key`, waiting up to `options.wait` while someone else
@@ -233,14 +224,18 @@ impl LockManager {
             replicas,
         };
         let started = Instant::now();
-        // Newcomers queue behind this process's waiters instead of racing them:
-        // a task that just released would otherwise win its own lock back
-        // before the waiter woken by that release reaches the server.
-        let queue_behind = !wait.is_zero() && self.backend().local_waiters(&lock_key) > 0;
+        // Where waiters are only woken (not handed the lock), newcomers queue
+        // behind this process's waiters instead of racing them: a task that
+        // just released would otherwise win its own lock back before the
+        // waiter woken by that release reaches the server. Where the backend
+        // queues waiters itself, nobody can overtake them anyway.
+        let queue_behind = !wait.is_zero()
+            && !self.backend().hands_off()
+            && self.backend().local_waiters(&lock_key) > 0;
         let (attempt, sent) = if queue_behind {
             (Attempt::Busy { remaining: None }, started)
         } else {
-            self.attempt(&request).await?
+            self.attempt(&request, Duration::ZERO).await?
         };
         let granted = match attempt {
             Attempt::Acquired { fence } => Some((fence, sent)),
@@ -265,8 +260,11 @@ impl LockManager {
     /// joins the key's local wait queue and subscribes to its releases, then
     /// retries when a release wakes it or the holder's TTL (`remaining`) runs
     /// out; a newcomer that `queue_behind` this process's waiters first gives
-    /// them a head start. Returns the fencing token and send time of the
-    /// granted attempt, or `None` when the wait ran out.
+    /// them a head start. On a single Redis server the waiter also takes a
+    /// place in the key's queue in Redis, refreshed at every retry, and the
+    /// release hands it the lock directly, in arrival order. Returns the
+    /// fencing token and send time of the granted attempt, or `None` when the
+    /// wait ran out.
     async fn wait_for_release(
         &self,
         request: &Request<'_>,
@@ -286,23 +284,51 @@ impl LockManager {
                 .ok(),
             None => Some(watching.await),
         };
+        let queue_for = if self.backend().hands_off() && request.replicas.is_none() {
+            QUEUE_PLACE
+        } else {
+            Duration::ZERO
+        };
+        // From the first queued attempt on, leaving without the lock (give
+        // up, error, cancellation) leaves the queue and gives back a grant
+        // that may be on its way.
+        let queued = (!queue_for.is_zero())
+            .then(|| PendingAcquire::new(self.backend(), request.key, request.token));
+        if let Some(ticket) = ticket.as_mut() {
+            ticket.expect_grant(request.token.as_str());
+        }
         let key = &request.key.user;
         tracing::debug!(key, holder_remaining = ?remaining, queue_behind, "waiting for lock");
         let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
         loop {
             if let (Some(retry_at), Some(ticket)) = (retry_at, &mut ticket) {
                 let retry_at = deadline.map_or(retry_at, |deadline| retry_at.min(deadline));
-                tokio::select! {
-                    () = ticket.woken() => {}
-                    () = tokio::time::sleep_until(retry_at.into()) => {}
+                let woke = tokio::select! {
+                    wake = ticket.next() => Some(wake),
+                    () = tokio::time::sleep_until(retry_at.into()) => None,
+                };
+                if let Some(Wake::Granted(fence)) = woke {
+                    if let Some(granted) = self.confirm_grant(request, fence).await? {
+                        if let Some(queued) = queued {
+                            queued.settled();
+                        }
+                        tracing::debug!(key, "lock handed over by its releaser");
+                        return Ok(Some(granted));
+                    }
+                    ticket.expect_grant(request.token.as_str());
                 }
             }
-            let (attempt, sent) = self.attempt(request).await?;
+            let (attempt, sent) = self.attempt(request, queue_for).await?;
             if let Some(ticket) = ticket.as_mut() {
                 ticket.wake_used();
             }
             let remaining = match attempt {
-                Attempt::Acquired { fence } => return Ok(Some((fence, sent))),
+                Attempt::Acquired { fence } => {
+                    if let Some(queued) = queued {
+                        queued.settled();
+                    }
+                    return Ok(Some((fence, sent)));
+                }
                 Attempt::Busy { remaining } => remaining,
             };
             let now = Instant::now();
@@ -310,21 +336,52 @@ impl LockManager {
                 tracing::debug!(key, waited = ?now - started, "gave up waiting for lock");
                 return Ok(None);
             }
-            retry_at = Some(match remaining {
-                Some(remaining) => now + remaining.min(LONGEST_PAUSE) + Duration::from_millis(1),
-                None => now + Duration::from_millis(10),
-            });
+            let pause = remaining.unwrap_or(Duration::from_millis(10));
+            let pause = if queue_for.is_zero() {
+                pause.min(LONGEST_PAUSE) + Duration::from_millis(1)
+            } else {
+                pause.min(QUEUE_REFRESH)
+            };
+            retry_at = Some(now + pause);
         }
     }
 
-    /// One attempt, undone if the caller goes away while it is in flight;
+    /// Confirms a lock that a release handed to this waiter, by renewing it
+    /// to the waiter's own ttl: returns its fencing token and when the
+    /// confirmation was sent (the lease counts from then), or `None` when the
+    /// grant had already run out.
+    async fn confirm_grant(
+        &self,
+        request: &Request<'_>,
+        fence: u64,
+    ) -> Result<Option<(u64, Instant)>, LockError> {
+        let sent = Instant::now();
+        let confirmed = self
+            .backend()
+            .renew(request.key, request.token, request.ttl_ms)
+            .await?;
+        Ok(confirmed.then_some((fence, sent)))
+    }
+
+    /// One attempt (queueing for `queue_for` if the lock is busy and that is
+    /// not zero), undone if the caller goes away while it is in flight;
     /// returns its outcome and when it was sent.
-    async fn attempt(&self, request: &Request<'_>) -> Result<(Attempt, Instant), LockError> {
+    async fn attempt(
+        &self,
+        request: &Request<'_>,
+        queue_for: Duration,
+    ) -> Result<(Attempt, Instant), LockError> {
         let backend = self.backend();
         let pending = PendingAcquire::new(backend, request.key, request.token);
         let sent = Instant::now();
         let attempt = backend
-            .try_lock(request.key, request.token, request.ttl_ms, request.replicas)
+            .try_lock(
+                request.key,
+                request.token,
+                request.ttl_ms,
+                request.replicas,
+                queue_for,
+            )
             .await;
         pending.settled();
         Ok((attempt?, sent))
@@ -372,54 +429,7 @@ struct Request<'a> {
 impl std::fmt::Debug for LockManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockManager")
-            .field("namespace", &self.inner.namespace)
+            .field("namespace", &self.inner.keys.namespace())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_namespace_gets_a_trailing_separator() {
-        assert_eq!(
-            key_prefixes("app".into()),
-            ("app:".into(), "app-fence:".into())
-        );
-        assert_eq!(
-            key_prefixes("lock:".into()),
-            ("lock:".into(), "lock-fence:".into())
-        );
-        assert_eq!(key_prefixes(String::new()), (":".into(), "-fence:".into()));
-    }
-
-    #[test]
-    fn no_user_key_can_name_an_internal_key() {
-        let namespaces = ["lock", "lock:", "", ":", "lock-fence", "a:b", "x-fence:"];
-        let keys = [
-            "",
-            "x",
-            "-fence:x",
-            ":x",
-            "fence:x",
-            "lock-fence:x",
-            "-fence:",
-            "{x}",
-            "\u{0}",
-        ];
-        for namespace in namespaces {
-            let manager = LockManager::builder().namespace(namespace).in_memory();
-            let locks: Vec<LockKey> = keys.iter().map(|key| manager.lock_key(key)).collect();
-            for lock in &locks {
-                for other in &locks {
-                    assert_ne!(
-                        lock.lock, other.fence,
-                        "namespace {namespace:?}: user key {:?} names the fencing counter of {:?}",
-                        lock.user, other.user
-                    );
-                }
-            }
-        }
     }
 }

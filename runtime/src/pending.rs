@@ -1,17 +1,21 @@
 //! Cancellation safety of acquisitions: an attempt in flight whose caller goes
 //! away (its future dropped by `timeout`, `select!`, or a client that hung
-//! up) may still be granted by the server. Such an attempt is undone.
+//! up) may still be granted by the server, and a waiter queued in Redis may
+//! be handed the lock by a release at any moment. Both are undone when the
+//! caller leaves without a guard.
 
 use std::sync::Arc;
 
 use crate::backend::{Backend, LockKey};
 use crate::token::OwnerToken;
 
-/// One acquisition attempt sent (or about to be sent) with `token`. Dropped
-/// before [`settled`](Self::settled), it spawns a release with the same token
-/// on the current runtime: compare-and-delete only frees the lock if this
-/// attempt took it, and on a single server it travels on the connection that
-/// carried the attempt, so it arrives after it.
+/// One acquisition attempt sent (or about to be sent), or a queued wait, with
+/// `token`. Dropped before [`settled`](Self::settled), it spawns a release
+/// with the same token on the current runtime: compare-and-delete only frees
+/// the lock if it was granted to `token` (and then hands it to the next
+/// waiter), otherwise it takes `token` out of the key's waiter queue; on a
+/// single server it travels on the connection that carried the attempt, so it
+/// arrives after it.
 pub(crate) struct PendingAcquire<'a> {
     backend: &'a Arc<Backend>,
     key: &'a LockKey,
@@ -50,7 +54,7 @@ impl Drop for PendingAcquire<'_> {
             self.key.clone(),
             self.token.clone(),
         );
-        tracing::debug!(key = %key.user, "acquisition cancelled in flight; undoing it");
+        tracing::debug!(key = %key.user, "acquisition abandoned; giving back what it may have been granted");
         runtime.spawn(async move {
             if let Err(err) = backend.unlock(&key, &token).await {
                 tracing::warn!(key = %key.user, error = %err, "could not undo a cancelled acquisition; if it was granted, the lock expires after its TTL");

@@ -5,11 +5,15 @@
 //! waiter hit the server at once. A woken waiter holds that wake-up until its
 //! retry gets an answer; if it leaves before (cancelled, or its retry failed),
 //! the wake-up passes to the next waiter, so no waiter sleeps through a release.
+//!
+//! A waiter queued in Redis (single server) is not woken but *granted*: the
+//! release that hands it the lock names its owner token, and
+//! [`WaitQueues::grant`] delivers the fencing token to that waiter alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 type EmptyHook = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -22,6 +26,8 @@ pub(crate) struct WaitQueues {
 struct KeyQueue {
     notify: Arc<Notify>,
     waiters: usize,
+    /// Waiters expecting a grant, by owner token.
+    grants: HashMap<String, oneshot::Sender<u64>>,
 }
 
 /// Membership of one waiter in a key's queue; leaves the queue on drop, and
@@ -31,6 +37,8 @@ pub(crate) struct WaitTicket {
     key: String,
     notify: Arc<Notify>,
     holds_wake: bool,
+    /// The owner token this waiter expects a grant for, and where it arrives.
+    grant: Option<(String, oneshot::Receiver<u64>)>,
 }
 
 impl WaitQueues {
@@ -60,6 +68,7 @@ impl WaitQueues {
         let queue = queues.entry(key.to_owned()).or_insert_with(|| KeyQueue {
             notify: Arc::new(Notify::new()),
             waiters: 0,
+            grants: HashMap::new(),
         });
         queue.waiters += 1;
         WaitTicket {
@@ -67,7 +76,19 @@ impl WaitQueues {
             key: key.to_owned(),
             notify: Arc::clone(&queue.notify),
             holds_wake: false,
+            grant: None,
         }
+    }
+
+    /// Hands the lock on `key`, granted to the waiter with owner `token` by a
+    /// release, to that waiter with its `fence`. Returns whether a waiter of
+    /// this process expected it (otherwise it is another process's).
+    pub(crate) fn grant(&self, key: &str, token: &str, fence: u64) -> bool {
+        let sender = self
+            .lock()
+            .get_mut(key)
+            .and_then(|queue| queue.grants.remove(token));
+        sender.is_some_and(|sender| sender.send(fence).is_ok())
     }
 
     /// How many waiters of this process wait for `key` now.
@@ -97,13 +118,37 @@ impl WaitQueues {
 }
 
 impl WaitTicket {
-    /// Resolves when a release of this key wakes this waiter. From then on
-    /// the ticket holds the wake-up until [`wake_used`](Self::wake_used);
-    /// dropped before that, it wakes the next waiter instead. Cancel-safe: a
-    /// wake-up that arrives as this future is dropped goes to another waiter.
-    pub(crate) async fn woken(&mut self) {
-        self.notify.notified().await;
-        self.holds_wake = true;
+    /// From now on a grant of the lock to `token` reaches this ticket (see
+    /// [`granted`](Self::granted)); replaces an earlier expectation.
+    pub(crate) fn expect_grant(&mut self, token: &str) {
+        let (sender, receiver) = oneshot::channel();
+        if let Some(queue) = self.queues.lock().get_mut(&self.key) {
+            queue.grants.insert(token.to_owned(), sender);
+        }
+        self.grant = Some((token.to_owned(), receiver));
+    }
+
+    /// The next of: a release granted the lock to the token this ticket
+    /// expects (see [`expect_grant`](Self::expect_grant)), or a release woke
+    /// this waiter. From a wake-up on, the ticket holds it until
+    /// [`wake_used`](Self::wake_used); dropped before that, it wakes the next
+    /// waiter instead. Cancel-safe: a grant or wake-up that arrives as this
+    /// future is dropped is kept, or goes to another waiter.
+    pub(crate) async fn next(&mut self) -> Wake {
+        let WaitTicket {
+            notify,
+            holds_wake,
+            grant,
+            ..
+        } = self;
+        tokio::select! {
+            biased;
+            fence = wait_for_grant(grant) => Wake::Granted(fence),
+            () = notify.notified() => {
+                *holds_wake = true;
+                Wake::Woken
+            }
+        }
     }
 
     /// The retry after a wake-up got its answer (the lock, or busy again under
@@ -113,10 +158,37 @@ impl WaitTicket {
     }
 }
 
+/// What ended a waiter's sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A release handed the lock to this waiter, with this fencing token.
+    Granted(u64),
+    /// A release (or a lost notification channel) asks it to try again.
+    Woken,
+}
+
+/// Waits for the grant `grant` expects, forgetting the expectation once it
+/// arrived; pending forever without one.
+async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<u64>)>) -> u64 {
+    let Some((_, receiver)) = grant else {
+        return std::future::pending().await;
+    };
+    match receiver.await {
+        Ok(fence) => {
+            *grant = None;
+            fence
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
 impl Drop for WaitTicket {
     fn drop(&mut self) {
         let now_empty = {
             let mut queues = self.queues.lock();
+            if let (Some(queue), Some((token, _))) = (queues.get_mut(&self.key), &self.grant) {
+                queue.grants.remove(token);
+            }
             match queues.get_mut(&self.key) {
                 Some(queue) if queue.waiters > 1 => {
                     queue.waiters -= 1;
@@ -171,16 +243,35 @@ mod tests {
         let mut first = queues.join("k");
         let mut second = queues.join("k");
         queues.wake_one("k");
-        assert!(first.woken().now_or_never().is_some());
+        assert!(first.next().now_or_never() == Some(Wake::Woken));
         assert!(
-            second.woken().now_or_never().is_none(),
+            second.next().now_or_never().is_none(),
             "one release wakes one waiter"
         );
         drop(first);
         assert!(
-            second.woken().now_or_never().is_some(),
+            second.next().now_or_never() == Some(Wake::Woken),
             "the wake-up of a waiter that left unused went nowhere"
         );
+    }
+
+    #[test]
+    fn a_grant_reaches_only_the_waiter_it_names() {
+        let queues = Arc::new(WaitQueues::new());
+        let mut first = queues.join("k");
+        let mut second = queues.join("k");
+        first.expect_grant("a");
+        second.expect_grant("b");
+        assert!(queues.grant("k", "b", 7), "b waits here");
+        assert!(!queues.grant("k", "c", 8), "nobody here expects c");
+        assert_eq!(second.next().now_or_never(), Some(Wake::Granted(7)));
+        assert_eq!(
+            first.next().now_or_never(),
+            None,
+            "a grant wakes nobody else"
+        );
+        drop(first);
+        assert!(!queues.grant("k", "a", 9), "a left with its ticket");
     }
 
     #[test]
@@ -189,11 +280,11 @@ mod tests {
         let mut first = queues.join("k");
         let mut second = queues.join("k");
         queues.wake_one("k");
-        assert!(first.woken().now_or_never().is_some());
+        assert!(first.next().now_or_never() == Some(Wake::Woken));
         first.wake_used();
         drop(first);
         assert!(
-            second.woken().now_or_never().is_none(),
+            second.next().now_or_never().is_none(),
             "a used wake-up was passed on: a wasted round trip"
         );
     }
@@ -204,7 +295,7 @@ mod tests {
         let first = queues.join("k");
         let mut second = queues.join("k");
         drop(first);
-        assert!(second.woken().now_or_never().is_none());
+        assert!(second.next().now_or_never().is_none());
     }
 
     #[test]
@@ -213,8 +304,8 @@ mod tests {
         let mut first = queues.join("k");
         let mut second = queues.join("k");
         let mut other = queues.join("other");
-        let mut sleeping = [first.woken().boxed(), second.woken().boxed()];
-        let mut other_sleeping = other.woken().boxed();
+        let mut sleeping = [first.next().boxed(), second.next().boxed()];
+        let mut other_sleeping = other.next().boxed();
         for waiter in &mut sleeping {
             assert!(waiter.as_mut().now_or_never().is_none());
         }

@@ -25,36 +25,60 @@ pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
     }
 }
 
-/// Runs `acquire.lua` once on one server.
+/// The invocation of `acquire.lua`: take the lock for `ttl_ms`, or, when it
+/// is busy and `queue_for` is not zero, keep a place in its waiter queue for
+/// that long.
+pub(super) fn acquire_invocation(
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+    queue_for: Duration,
+) -> redis::ScriptInvocation<'static> {
+    let mut invocation = scripts::ACQUIRE.prepare_invoke();
+    invocation
+        .key(&key.lock)
+        .key(&key.fence)
+        .key(&key.queue)
+        .key(&key.waiters)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .arg(u64::try_from(queue_for.as_millis()).unwrap_or(u64::MAX));
+    invocation
+}
+
+/// Runs `acquire.lua` once on one server; see [`acquire_invocation`].
 pub(super) async fn acquire(
     connection: &mut ConnectionManager,
     key: &LockKey,
     token: &OwnerToken,
     ttl_ms: u64,
+    queue_for: Duration,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = scripts::ACQUIRE
-        .key(&key.lock)
-        .key(&key.fence)
-        .arg(token.as_str())
-        .arg(ttl_ms)
+    let (granted, value): (i64, i64) = acquire_invocation(key, token, ttl_ms, queue_for)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))
 }
 
-/// Runs `release.lua` once on one server: whether our lock was deleted.
+/// Runs `release.lua` once on one server: whether our lock was released.
+/// With a `grant_window`, the lock goes straight to the first queued waiter
+/// for that long (it confirms by renewing); zero never grants.
 pub(super) async fn release(
     connection: &mut ConnectionManager,
     key: &LockKey,
     token: &OwnerToken,
+    grant_window: Duration,
 ) -> Result<bool, RedisError> {
-    let deleted: i64 = scripts::RELEASE
+    let released: i64 = scripts::RELEASE
         .key(&key.lock)
+        .key(&key.fence)
+        .key(&key.queue)
+        .key(&key.waiters)
         .arg(token.as_str())
-        .arg(&key.lock)
+        .arg(u64::try_from(grant_window.as_millis()).unwrap_or(u64::MAX))
         .invoke_async(connection)
         .await?;
-    Ok(deleted == 1)
+    Ok(released == 1)
 }
 
 /// Runs `renew.lua` once on one server: whether our lease was extended.

@@ -202,11 +202,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> LockKey {
-        LockKey {
-            user: name.to_owned(),
-            lock: format!("lock:{name}"),
-            fence: format!("lock-fence:{name}"),
-        }
+        crate::keys::KeySpace::new("lock:".into()).key(name)
     }
 
     fn acquired(attempt: Attempt) -> u64 {

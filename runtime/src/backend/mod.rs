@@ -19,21 +19,11 @@ pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::tls::TlsConfig;
 
+pub(crate) use crate::keys::LockKey;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
 use crate::LockError;
-
-/// The names one lock uses in its backend.
-#[derive(Debug, Clone)]
-pub(crate) struct LockKey {
-    /// The key as the user wrote it, without namespace.
-    pub(crate) user: String,
-    /// The key the lock is stored under; also its release channel.
-    pub(crate) lock: String,
-    /// The key of the fencing counter, which expires when the key is idle.
-    pub(crate) fence: String,
-}
 
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,16 +46,24 @@ pub(crate) enum Backend {
 impl Backend {
     /// One atomic attempt: take the lock with a TTL and a fencing token, or report the holder's remaining TTL.
     /// With `replicas`, a granted lock must also reach that many replicas (the
-    /// in-memory backend ignores it, Redlock refuses it).
+    /// in-memory backend ignores it, Redlock refuses it). A non-zero
+    /// `queue_for` keeps a place in the key's waiter queue for that long when
+    /// the lock is busy, so that a release hands it over in arrival order
+    /// (single Redis server only; the others wake waiters instead).
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
         replicas: Option<MinReplicas>,
+        queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         match self {
-            Backend::Redis(redis) => redis.try_lock(key, token, ttl_ms, replicas).await,
+            Backend::Redis(redis) => {
+                redis
+                    .try_lock(key, token, ttl_ms, replicas, queue_for)
+                    .await
+            }
             Backend::Memory(memory) => Ok(memory.try_lock(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.try_lock(key, token, ttl_ms, replicas).await,
         }
@@ -96,6 +94,13 @@ impl Backend {
             Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.renew(key, token, ttl_ms).await,
         }
+    }
+
+    /// Whether waiters queue in the backend and a release hands the lock to
+    /// the first of them (single Redis server); otherwise a release wakes
+    /// waiters, who then try again.
+    pub(crate) fn hands_off(&self) -> bool {
+        matches!(self, Backend::Redis(_))
     }
 
     /// How many waiters of this process are queued for `key` now.

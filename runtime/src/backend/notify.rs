@@ -205,13 +205,7 @@ impl Listener {
         let (queues, me) = (Arc::clone(&self.queues), self.me.clone());
         let deliver = move |push: PushInfo| -> Result<(), Infallible> {
             match push.kind {
-                PushKind::Message => {
-                    if let Some(Value::BulkString(channel)) = push.data.first() {
-                        if let Ok(channel) = std::str::from_utf8(channel) {
-                            queues.wake_one(channel);
-                        }
-                    }
-                }
+                PushKind::Message => deliver_release(&queues, &push.data),
                 PushKind::Disconnection => {
                     if let Some(listener) = me.upgrade() {
                         listener.connection_failed(generation);
@@ -362,6 +356,32 @@ impl Channels {
         // Released under the table's lock: a task queued on this slot checks
         // the count only after this guard's reference is gone.
         drop(state);
+    }
+}
+
+/// The text of a bulk string of a push message.
+fn text(value: Option<&Value>) -> Option<&str> {
+    match value {
+        Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok(),
+        _ => None,
+    }
+}
+
+/// Routes one release message, `[channel, payload]`: `<token>:<fence>` hands
+/// the lock to the queued waiter with that owner token (if it waits in this
+/// process), anything else (`1`) wakes one local waiter of the channel.
+fn deliver_release(queues: &WaitQueues, data: &[Value]) {
+    let Some(channel) = text(data.first()) else {
+        return;
+    };
+    let grant = text(data.get(1))
+        .and_then(|payload| payload.split_once(':'))
+        .and_then(|(token, fence)| Some((token, fence.parse::<u64>().ok()?)));
+    match grant {
+        Some((token, fence)) => {
+            queues.grant(channel, token, fence);
+        }
+        None => queues.wake_one(channel),
     }
 }
 

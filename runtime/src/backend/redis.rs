@@ -9,16 +9,20 @@ use redis::aio::ConnectionManager;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
-use super::commands::{acquire, attempt_from_reply, release, renew};
+use super::commands::{acquire, acquire_invocation, attempt_from_reply, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::notify::Notifications;
-use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
 use crate::LockError;
+
+/// How long a lock handed to the first queued waiter by a release stays
+/// granted before the waiter confirms it (by renewing to its own ttl): a
+/// waiter that died holds up the key at most this long.
+pub(crate) const GRANT_WINDOW: Duration = Duration::from_secs(2);
 
 /// Locks in one Redis server (or one master).
 pub(crate) struct RedisBackend {
@@ -51,18 +55,21 @@ impl RedisBackend {
         })
     }
 
-    /// One attempt; with `replicas`, acquire and `WAIT` in one round trip.
+    /// One attempt; a busy lock keeps (or gives) us a place in its waiter
+    /// queue for `queue_for` unless that is zero. With `replicas`, acquire
+    /// and `WAIT` in one round trip, without queueing.
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
         replicas: Option<MinReplicas>,
+        queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         if let Some(replicas) = replicas {
             return self.try_lock_replicated(key, token, ttl_ms, replicas).await;
         }
-        let reply = acquire(&mut self.commands.clone(), key, token, ttl_ms).await;
+        let reply = acquire(&mut self.commands.clone(), key, token, ttl_ms, queue_for).await;
         match reply {
             Ok(attempt) => Ok(attempt),
             Err(err) => {
@@ -86,12 +93,7 @@ impl RedisBackend {
         replicas: MinReplicas,
     ) -> Result<Attempt, LockError> {
         let connection = self.replicated_connection().await?;
-        let mut invocation = scripts::ACQUIRE.prepare_invoke();
-        invocation
-            .key(&key.lock)
-            .key(&key.fence)
-            .arg(token.as_str())
-            .arg(ttl_ms);
+        let invocation = acquire_invocation(key, token, ttl_ms, Duration::ZERO);
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -173,7 +175,7 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        release(&mut self.commands.clone(), key, token)
+        release(&mut self.commands.clone(), key, token, GRANT_WINDOW)
             .await
             .map_err(lock_error)
     }
@@ -213,7 +215,7 @@ fn undo_unanswered_acquire(
     };
     let (key, token) = (key.clone(), token.clone());
     runtime.spawn(async move {
-        let release = release(&mut connection, &key, &token);
+        let release = release(&mut connection, &key, &token, GRANT_WINDOW);
         let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
     });
 }

@@ -240,7 +240,7 @@ impl RedlockBackend {
         let mut round = Round::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { acquire(&mut node, key, token, ttl_ms).await },
+            |mut node| async move { acquire(&mut node, key, token, ttl_ms, Duration::ZERO).await },
             |index, reply| {
                 match reply {
                     Ok(Attempt::Acquired { fence }) => round.granted.push((index, fence)),
@@ -404,7 +404,7 @@ impl RedlockBackend {
         let mut tally = Tally::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { release(&mut node, key, token).await },
+            |mut node| async move { release(&mut node, key, token, Duration::ZERO).await },
             |index, reply| {
                 tally.record(index, reply);
                 false
