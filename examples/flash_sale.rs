@@ -32,7 +32,7 @@ struct Shop {
 
 impl Shop {
     /// Buys one unit under the lock on the SKU's stock. Returns whether a unit was sold.
-    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", manager = self.locks)]
     async fn buy(&self, sku: &str) -> Result<bool, ShopError> {
         self.buy_unlocked(sku).await
     }

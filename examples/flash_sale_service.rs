@@ -75,7 +75,7 @@ impl Shop {
     /// takes SQLite's write lock up front: buyers of *other* SKUs hold other
     /// Redis locks and may write at the same time.
     #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
-    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", manager = self.locks)]
     async fn buy(&self, sku: &str) -> Result<Purchase, ShopError> {
         let token = fencing_token().expect("a locked body runs in a lock scope");
         let fence = i64::try_from(token).expect("fencing tokens fit in i64");

@@ -125,7 +125,7 @@ impl Drop for Leave<'_> {
     }
 }
 
-#[distributed_lock(key = "cancel:{id}", ttl = "30s", wait = "5s", client = manager)]
+#[distributed_lock(key = "cancel:{id}", ttl = "30s", wait = "5s", manager = manager)]
 async fn annotated(manager: &LockManager, id: u32, occupancy: &Occupancy) -> Result<(), LockError> {
     occupancy.occupy(Duration::from_millis(20)).await;
     let _ = id;

@@ -31,43 +31,43 @@ enum ShopError {
 
 impl Stock {
     /// Signals it is inside, then waits to be resumed.
-    #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn pause_inside(&self, sku: &str) -> Result<(), ShopError> {
         self.entered.notify_one();
         self.resume.notified().await;
         Ok(())
     }
 
-    #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn fail_with_question_mark(&self, sku: &str) -> Result<u32, ShopError> {
         let available: Option<u32> = None;
         let units = available.ok_or(ShopError::OutOfStock)?;
         Ok(units)
     }
 
-    #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn panic_inside(&self, sku: &str) -> Result<(), ShopError> {
         panic!("body panicked while holding stock:{sku}");
     }
 
-    #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn hang_inside(&self, sku: &str, entered: oneshot::Sender<()>) -> Result<(), ShopError> {
         let _ = entered.send(());
         std::future::pending::<()>().await;
         Ok(())
     }
 
-    #[distributed_lock(key = "stock:{sku}", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn report_scope(&self, sku: &str) -> Result<(Vec<String>, Option<u64>), ShopError> {
         Ok((held_locks(), fencing_token()))
     }
 
-    #[distributed_lock(key = "replicated:{sku}", min_replicas = 1, replica_timeout = "50ms", client = self.locks)]
+    #[distributed_lock(key = "replicated:{sku}", min_replicas = 1, replica_timeout = "50ms", manager = self.locks)]
     async fn replicated(&self, sku: &str) -> Result<(), ShopError> {
         Ok(())
     }
 
-    #[distributed_lock(key = "stock:{sku}", wait = "5s", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", wait = "5s", manager = self.locks)]
     async fn hold_briefly(
         &self,
         sku: &str,

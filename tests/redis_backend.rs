@@ -446,3 +446,44 @@ async fn tls_url_without_the_tls_feature_names_the_feature() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn durations_too_long_to_represent_are_errors_or_saturated_never_panics() {
+    let server = RedisServer::start();
+    let forever = LockManager::builder()
+        .connect_timeout(Duration::MAX)
+        .response_timeout(Duration::MAX);
+    let locks = forever
+        .clone()
+        .connect(&server.url())
+        .await
+        .expect("connect with unbounded timeouts");
+    let guard = locks
+        .acquire("k", long().wait(Duration::MAX))
+        .await
+        .expect("a free lock, with a wait that never ends");
+    guard.release().await.expect("release");
+    let replicas = locks
+        .try_acquire("k", long().min_replicas(1, Duration::MAX))
+        .await;
+    assert!(
+        matches!(replicas, Err(LockError::InvalidOptions(_))),
+        "a replica timeout longer than the ttl gave {replicas:?}"
+    );
+    let ttl = locks
+        .try_acquire("k", LockOptions::new().ttl(Duration::MAX))
+        .await;
+    assert!(matches!(ttl, Err(LockError::InvalidOptions(_))), "{ttl:?}");
+    let redlock = forever
+        .redlock([server.url()])
+        .await
+        .expect("Redlock over one node with unbounded timeouts");
+    let guard = redlock
+        .acquire(
+            "k",
+            LockOptions::new().ttl(Duration::from_secs(365 * 24 * 3600)),
+        )
+        .await
+        .expect("the longest allowed ttl");
+    guard.release().await.expect("release");
+}

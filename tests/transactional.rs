@@ -60,12 +60,12 @@ struct SqliteCounter {
 
 impl Counter for SqliteCounter {
     #[transactional(pool = self.db)]
-    #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "counter", wait = "30s", manager = self.locks)]
     async fn increment_transaction_above(&self) -> Result<i64, AppError> {
         Ok(read_then_write(tx).await?)
     }
 
-    #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "counter", wait = "30s", manager = self.locks)]
     #[transactional(pool = self.db)]
     async fn increment_transaction_below(&self) -> Result<i64, AppError> {
         Ok(read_then_write(tx).await?)
@@ -196,7 +196,7 @@ struct Journal {
 
 impl Journal {
     #[transactional(pool = self.db)]
-    #[distributed_lock(key = "journal", wait = "5s", client = self.locks)]
+    #[distributed_lock(key = "journal", wait = "5s", manager = self.locks)]
     async fn write_then(&self, id: i64, then: Then) -> Result<(), AppError> {
         insert_entry(tx, id).await?;
         match then {
@@ -217,7 +217,7 @@ impl Journal {
 
     /// Writes, then outlives its lease: no renewal, a 300 ms TTL, 2 s of work.
     #[transactional(pool = self.db)]
-    #[distributed_lock(key = "journal", ttl = "300ms", renew = false, client = self.locks)]
+    #[distributed_lock(key = "journal", ttl = "300ms", renew = false, manager = self.locks)]
     async fn write_then_outlive_lease(&self, id: i64) -> Result<(), AppError> {
         insert_entry(tx, id).await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -333,7 +333,7 @@ impl Shop {
     /// Buys one unit: read the stock, check it, write it back guarded by the
     /// fencing token, record the order. Returns the order number, or `None`
     /// when sold out.
-    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "60s", client = self.locks)]
+    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "60s", manager = self.locks)]
     #[transactional(pool = self.db)]
     async fn buy(&self, sku: &str, buyer: i64) -> Result<Option<i64>, AppError> {
         let token = fencing_token().expect("inside the lock");

@@ -32,7 +32,7 @@ struct PgCounter {
 
 impl PgCounter {
     #[transactional(pool = self.db)]
-    #[distributed_lock(key = "counter", client = self.locks)]
+    #[distributed_lock(key = "counter", manager = self.locks)]
     async fn increment_then_refuse(&self) -> Result<i64, AppError> {
         read_then_write(tx, &self.table).await?;
         Err(AppError::Refused)
@@ -41,12 +41,12 @@ impl PgCounter {
 
 impl Counter for PgCounter {
     #[transactional(pool = self.db)]
-    #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "counter", wait = "30s", manager = self.locks)]
     async fn increment_transaction_above(&self) -> Result<i64, AppError> {
         Ok(read_then_write(tx, &self.table).await?)
     }
 
-    #[distributed_lock(key = "counter", wait = "30s", client = self.locks)]
+    #[distributed_lock(key = "counter", wait = "30s", manager = self.locks)]
     #[transactional(pool = self.db)]
     async fn increment_transaction_below(&self) -> Result<i64, AppError> {
         Ok(read_then_write(tx, &self.table).await?)

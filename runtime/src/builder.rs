@@ -102,8 +102,9 @@ impl LockManagerBuilder {
     /// without its data must stay down for at least the longest ttl in use,
     /// so that every lock that depended on it has expired or been reported
     /// lost before it rejoins. `LockOptions::min_replicas` is refused with
-    /// `InvalidOptions`, and so is a ttl under 10 ms. The reasoning behind
-    /// each rule is in the Redlock backend's source (`backend/redlock.rs`).
+    /// `InvalidOptions`, and so is a ttl under 10 ms. Waiters are woken by
+    /// releases on any node and retry (they do not queue in Redis as on a
+    /// single server).
     ///
     /// [`LockGuard::valid_until`]: crate::LockGuard::valid_until
     pub async fn redlock<I>(self, urls: I) -> Result<LockManager, LockError>
