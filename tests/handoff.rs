@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use distributed_lock::{LockError, LockManager};
+use distributed_lock::{LockError, LockGuard, LockManager};
 use distributed_lock_testkit::{FaultProxy, RedisServer};
 use support::{command_calls, connect, join_within, long, poll_async, waiting, PROMPTLY};
 use tokio::time::timeout;
@@ -38,15 +38,21 @@ async fn until_queued(server: &RedisServer, n: i64) {
     assert!(reached, "{n} waiters never queued (now {})", queued(server));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
+/// A new server on which a manager of its own holds `KEY` with a long lease.
+async fn server_with_key_held() -> (RedisServer, LockGuard) {
     let server = RedisServer::start();
     let holder = connect(&server.url()).await;
     let guard = holder
         .try_acquire(KEY, long())
         .await
         .unwrap()
-        .expect("free");
+        .expect("a new server's key is free");
+    (server, guard)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
+    let (server, guard) = server_with_key_held().await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for arrival in 1..=4 {
@@ -141,13 +147,7 @@ async fn waiter_that_misses_its_grant_message_still_gets_the_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter() {
-    let server = RedisServer::start();
-    let holder = connect(&server.url()).await;
-    let guard = holder
-        .try_acquire(KEY, long())
-        .await
-        .unwrap()
-        .expect("free");
+    let (server, guard) = server_with_key_held().await;
     let proxy = FaultProxy::start(server.addr());
     let cut_off = LockManager::builder()
         .response_timeout(Duration::from_millis(200))
@@ -236,13 +236,7 @@ fn start_queued_waiter_process(url: &str) -> Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_queued_waiter_holds_up_the_key_only_briefly() {
-    let server = RedisServer::start();
-    let holder = connect(&server.url()).await;
-    let guard = holder
-        .try_acquire(KEY, long())
-        .await
-        .unwrap()
-        .expect("free");
+    let (server, guard) = server_with_key_held().await;
     let mut child = start_queued_waiter_process(&server.url());
     until_queued(&server, 1).await;
     child.kill().expect("SIGKILL the queued waiter");
