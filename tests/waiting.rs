@@ -1,6 +1,7 @@
-//! Waiting for a busy lock when things go wrong: a woken waiter that fails or
-//! is cancelled, many keys subscribing at once, a Redis restart under the
-//! notification connection, and waiters cancelled halfway through subscribing.
+//! Waiting for a busy lock when things go wrong: many keys subscribing at
+//! once, a Redis restart or a cut under the notification connection, an
+//! outage, and waiters cancelled halfway through subscribing. (The hand-off to
+//! queued waiters has its own file, `handoff.rs`.)
 //!
 //! Each test starts its own `redis-server` on a free 127.0.0.1 port. Every
 //! loop is bounded in count and time.
@@ -9,9 +10,9 @@ mod support;
 
 use std::time::Duration;
 
-use distributed_lock::{LockError, LockManager};
+use distributed_lock::LockError;
 use support::{
-    acquire_after_restart, assert_subscribed_soon, drop_after_polls, join_within, long, poll_async,
+    assert_subscribed_soon, drop_after_polls, join_within, long, poll_async, reconnect,
     subscribed_channels, waiting, Harness, PROMPTLY,
 };
 use tokio::time::{sleep, timeout};
@@ -21,11 +22,25 @@ use tokio::time::{sleep, timeout};
 /// times out visibly.
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Waits until `manager` takes locks again after a restart: the first
-/// command on each old connection may fail before it reconnects.
-async fn reconnect(manager: &LockManager) {
-    let probe = acquire_after_restart(manager, "reconnect-probe", long()).await;
-    probe.release().await.unwrap();
+/// `h.b` holds `k` with a 30 s lease, `h.a` waits for it; once the waiter is
+/// subscribed, `meddle` runs and the waiter must subscribe again; then the
+/// release must reach the waiter promptly, not its 30 s TTL.
+async fn assert_release_reaches_a_waiter(h: &Harness, meddle: impl FnOnce()) {
+    let holder = h.b.acquire("k", long()).await.unwrap();
+    let waiter = tokio::spawn({
+        let a = h.a.clone();
+        async move { a.acquire("k", waiting(WAIT)).await }
+    });
+    assert_subscribed_soon(h.server(), "lock:k").await;
+    meddle();
+    assert_subscribed_soon(h.server(), "lock:k").await;
+    holder.release().await.unwrap();
+    let waiter = timeout(PROMPTLY, waiter)
+        .await
+        .expect("the release reaches the waiter, which does not sleep until the 30 s TTL")
+        .unwrap()
+        .expect("the waiter gets the lock");
+    waiter.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,41 +99,18 @@ async fn waiter_is_woken_by_a_release_after_redis_restarted() {
     reconnect(&h.a).await;
     reconnect(&h.b).await;
 
-    let holder = h.b.acquire("k", long()).await.unwrap();
-    let waiter = tokio::spawn({
-        let a = h.a.clone();
-        async move { a.acquire("k", waiting(WAIT)).await }
-    });
-    assert_subscribed_soon(h.server(), "lock:k").await;
-    holder.release().await.unwrap();
-    let waiter = timeout(PROMPTLY, waiter)
-        .await
-        .expect("the waiter is woken by the release, not by the 30 s TTL")
-        .unwrap()
-        .expect("the waiter gets the lock");
-    waiter.release().await.unwrap();
+    assert_release_reaches_a_waiter(&h, || {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_whose_notification_connection_was_cut_is_still_woken_by_the_release() {
     let h = Harness::redis().await;
-    let holder = h.b.acquire("k", long()).await.unwrap();
-    let waiter = tokio::spawn({
-        let a = h.a.clone();
-        async move { a.acquire("k", waiting(WAIT)).await }
-    });
-    assert_subscribed_soon(h.server(), "lock:k").await;
-    h.server()
-        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
-        .unwrap();
-    assert_subscribed_soon(h.server(), "lock:k").await;
-    holder.release().await.unwrap();
-    let waiter = timeout(PROMPTLY, waiter)
-        .await
-        .expect("the waiter is woken by the release, not by the 30 s TTL")
-        .unwrap()
-        .expect("the waiter gets the lock");
-    waiter.release().await.unwrap();
+    assert_release_reaches_a_waiter(&h, || {
+        h.server()
+            .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+            .unwrap();
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
