@@ -12,6 +12,12 @@
 //! connections made through it: cut, silent partition (blackhole) and delay.
 //! A [`TempDir`] is a scratch directory deleted on drop.
 //!
+//! Whole topologies start the same way: a [`RedisCluster`] (by default 3
+//! primaries with a replica each, formed and checked healthy) and a
+//! [`RedisSentinel`] (a primary, 2 replicas, 3 Sentinels), each with methods
+//! that kill or fail over a primary and return once the topology agrees on
+//! the new one.
+//!
 //! ```
 //! use distributed_lock_testkit::{RedisServer, RespValue};
 //!
@@ -24,17 +30,22 @@
 
 #![warn(missing_docs)]
 
+mod cluster;
 mod ports;
 mod process;
 mod proxy;
 mod resp;
+mod sentinel;
 mod server;
 mod tempdir;
+mod topology;
 
 use std::time::Duration;
 
+pub use cluster::{key_slot, RedisCluster, RedisClusterBuilder, CLUSTER_SLOTS};
 pub use proxy::FaultProxy;
 pub use resp::RespValue;
+pub use sentinel::RedisSentinel;
 pub use server::{RedisServer, RedisServerBuilder};
 pub use tempdir::TempDir;
 

@@ -41,16 +41,17 @@ pub(crate) enum StartError {
     Fatal(String),
 }
 
-/// Spawns `redis-server` on `port` with its data in `data_dir` and its output
-/// in `log`, then waits until it answers `PING` as itself. On failure the
-/// process is killed and reaped.
+/// Spawns `redis-server` on `port` with its data in `data_dir`, its output in
+/// `log` and, if given, `config_file` as its config file, then waits until it
+/// answers `PING` as itself. On failure the process is killed and reaped.
 pub(crate) fn spawn_ready(
     port: u16,
     data_dir: &Path,
     log: &Path,
+    config_file: Option<&Path>,
     extra_args: &[String],
 ) -> Result<Child, StartError> {
-    let mut child = spawn(port, data_dir, log, extra_args)?;
+    let mut child = spawn(port, data_dir, log, config_file, extra_args)?;
     match wait_ready(&mut child, port, log) {
         Ok(()) => Ok(child),
         Err(error) => {
@@ -104,6 +105,7 @@ fn spawn(
     port: u16,
     data_dir: &Path,
     log: &Path,
+    config_file: Option<&Path>,
     extra_args: &[String],
 ) -> Result<Child, StartError> {
     let output = File::create(log).and_then(|file| Ok((file.try_clone()?, file)));
@@ -112,6 +114,8 @@ fn spawn(
     let overridden = std::env::var_os(BIN_ENV);
     let bin = overridden.clone().unwrap_or_else(|| DEFAULT_BIN.into());
     let child = Command::new(&bin)
+        // redis-server takes its config file only as the first argument.
+        .args(config_file)
         .args(["--port", &port.to_string(), "--bind", &LOOPBACK.to_string()])
         .args(["--save", "", "--appendonly", "no"])
         .args(["--daemonize", "no", "--protected-mode", "no"])
@@ -179,7 +183,7 @@ fn server_pid(port: u16) -> Option<u32> {
 }
 
 /// The last [`LOG_TAIL_LINES`] lines of the server log, for failure messages.
-fn log_tail(log: &Path) -> String {
+pub(crate) fn log_tail(log: &Path) -> String {
     match fs::read(log) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);

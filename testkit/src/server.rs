@@ -39,6 +39,7 @@ const MAX_START_ATTEMPTS: usize = 5;
 #[derive(Debug)]
 pub struct RedisServer {
     child: Mutex<Option<Child>>,
+    config_file: Option<PathBuf>,
     args: Vec<String>,
     /// Processes started so far; numbers their logs and fresh data directories.
     runs: u32,
@@ -53,6 +54,7 @@ pub struct RedisServer {
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct RedisServerBuilder {
     port: Option<u16>,
+    config_file: Option<PathBuf>,
     args: Vec<String>,
 }
 
@@ -62,6 +64,16 @@ impl RedisServerBuilder {
     /// become free, then panics.
     pub fn port(mut self, port: u16) -> Self {
         self.port = (port != 0).then_some(port);
+        self
+    }
+
+    /// Passes `path` to redis-server as its config file. The harness's
+    /// defaults and [`arg`](Self::arg)s come after it on the command line, so
+    /// they override its directives. Needed for Sentinel (`.arg("--sentinel")`),
+    /// which refuses to run without a config file and rewrites it: the file
+    /// must stay writable, in a directory that outlives the server.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
         self
     }
 
@@ -81,11 +93,11 @@ impl RedisServerBuilder {
     #[track_caller]
     pub fn start(self) -> RedisServer {
         let started = match self.port {
-            None => with_retries(|| RedisServer::launch_new(PortReservation::free()?, &self.args)),
+            None => with_retries(|| RedisServer::launch_new(PortReservation::free()?, &self)),
             Some(port) => with_retries(|| {
                 let reservation = PortReservation::exact(port)?;
                 process::wait_until_bindable(port)?;
-                RedisServer::launch_new(reservation, &self.args)
+                RedisServer::launch_new(reservation, &self)
             }),
         };
         started.unwrap_or_else(|e| panic!("cannot start redis-server: {e}"))
@@ -221,13 +233,19 @@ impl RedisServer {
         self.expect(&["REPLICAOF", "NO", "ONE"]);
     }
 
+    /// The last lines of the current process's log, for failure messages.
+    pub(crate) fn log_tail(&self) -> String {
+        process::log_tail(&self.log_path())
+    }
+
     /// Creates the value and brings up its first process.
-    fn launch_new(port: PortReservation, args: &[String]) -> Result<Self, StartError> {
+    fn launch_new(port: PortReservation, options: &RedisServerBuilder) -> Result<Self, StartError> {
         let dir = TempDir::new(&format!("testkit-{}", port.port()))
             .map_err(|e| StartError::Fatal(format!("cannot create a temp dir: {e}")))?;
         let mut server = RedisServer {
             child: Mutex::new(None),
-            args: args.to_vec(),
+            config_file: options.config_file.clone(),
+            args: options.args.clone(),
             runs: 0,
             data_dir: dir.path().to_path_buf(),
             dir,
@@ -253,7 +271,7 @@ impl RedisServer {
     /// directory, and records it.
     fn launch(&mut self, data: Data) -> Result<(), StartError> {
         self.runs += 1;
-        let log = self.dir.path().join(format!("run-{}.log", self.runs));
+        let log = self.log_path();
         if data == Data::Fresh {
             let data_dir = self.dir.path().join(format!("run-{}", self.runs));
             fs::create_dir(&data_dir).map_err(|e| {
@@ -261,9 +279,16 @@ impl RedisServer {
             })?;
             self.data_dir = data_dir;
         }
-        let child = process::spawn_ready(self.port(), &self.data_dir, &log, &self.args)?;
+        let config_file = self.config_file.as_deref();
+        let child =
+            process::spawn_ready(self.port(), &self.data_dir, &log, config_file, &self.args)?;
         *self.child_slot() = Some(child);
         Ok(())
+    }
+
+    /// The log of the current (or last) process.
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join(format!("run-{}.log", self.runs))
     }
 
     /// The process slot, reached without locking through `&mut self`.
