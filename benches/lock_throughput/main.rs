@@ -1,0 +1,253 @@
+//! Lock throughput: what our public API costs against a
+//! hand-written baseline on the same Redis server, in one process and across
+//! processes; what the same costs on Redlock; and what the
+//! `#[distributed_lock]` attribute adds to the API it calls.
+//!
+//! ```text
+//! cargo bench --bench lock_throughput            # starts its own redis-servers
+//! REDIS_URL=redis://127.0.0.1:6379 cargo bench --bench lock_throughput
+//! LOCK_BENCH_REDIS_CPUS=0 LOCK_BENCH_CLIENT_CPUS=1-3 cargo bench --bench lock_throughput
+//! ```
+//!
+//! Measured as production runs: each redis-server the bench starts is pinned
+//! to its own CPU (`LOCK_BENCH_REDIS_CPUS`, default 0) and the bench, its
+//! Tokio workers and its worker processes to others
+//! (`LOCK_BENCH_CLIENT_CPUS`, default 1); `none` leaves a side unpinned (see
+//! [`cpu`]). The Tokio runtime has one worker per client CPU.
+//!
+//! The subjects (one column each, see [`subjects`]): **ours** (`acquire` and
+//! `release`), **raw** (SET NX PX polled every 1 ms, EVALSHA
+//! compare-and-delete; see [`raw`]), **ours on Redlock** over 3 more local
+//! redis-servers, and **macro**, **with_lock**, **acquire+release** around an
+//! empty body with the attribute's options. Workloads: U1, U32 and C8 in this
+//! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
+//! R3-U1 and M-U1 (U1 on Redlock, and through the attribute).
+//!
+//! The subjects take turns going first from round to round ([`measure`]);
+//! the fastest run of each is printed ([`report`]) with the first column
+//! divided by each other one, then the Redis command time by command. Redis
+//! counters come from `INFO commandstats` and `INFO cpu` ([`redis_stats`]),
+//! the client's CPU from `/proc/self/task/*/schedstat` of this process and of
+//! its workers. Nothing is asserted: this prints numbers. See BENCHMARKS.md
+//! for what they mean.
+//!
+//! Under `cargo test` (no `--bench` argument) each workload runs once at
+//! 1/100 of its size, so the bench keeps compiling and working without
+//! slowing the suite. With `--worker ...` the binary is a worker process.
+//!
+//! To add a workload: write one `async fn(Side, Scale) -> Timings` (most are
+//! a [`workloads::Plan`] handed to [`workloads::drive`]) and add it to a
+//! table of [`TABLES`] with the figures its rows show. Another client is one
+//! more [`subjects::Subject`] and [`subjects::Client`] variant.
+
+mod cpu;
+mod cross_process;
+mod measure;
+mod raw;
+mod redis_stats;
+mod report;
+mod subjects;
+mod workloads;
+
+use distributed_lock_testkit::RedisServer;
+
+use crate::cpu::Placement;
+use crate::measure::{measure, Table, Workload};
+use crate::report::{print_command_time, print_table, Figure};
+use crate::subjects::{Setup, Side, Subject};
+use crate::workloads::Scale;
+
+/// Redlock servers of the R3-U1 table (its name and title say 3).
+const REDLOCK_NODES: usize = 3;
+
+/// The figures of the uncontended workloads.
+const UNCONTENDED: &[Figure] = &[
+    Figure::CyclesPerSec,
+    Figure::CycleP50,
+    Figure::CycleP99,
+    Figure::AcquireP50,
+    Figure::AcquireP99,
+    Figure::ClientCpu,
+    Figure::ServerCpu,
+    Figure::CommandTime,
+    Figure::Commands,
+    Figure::RoundTrips,
+];
+
+/// The figures of the workloads on one key.
+const CONTENDED: &[Figure] = &[
+    Figure::CyclesPerSec,
+    Figure::AcquireP50,
+    Figure::AcquireP99,
+    Figure::AcquireMax,
+    Figure::FirstSecondMin,
+    Figure::FirstSecondMax,
+    Figure::ClientCpu,
+    Figure::ServerCpu,
+    Figure::CommandTime,
+    Figure::Commands,
+    Figure::RoundTrips,
+];
+
+const TABLES: &[Table] = &[
+    Table {
+        title: "Ours against raw, on one redis-server: U1, U32 and C8 in one process, \
+                X4x2 in 4 worker processes.",
+        subjects: &[Subject::Ours, Subject::Raw],
+        workloads: &[
+            Workload {
+                name: "U1",
+                run: |side, scale| Box::pin(workloads::u1(side, scale)),
+                rounds: 5,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "U32",
+                run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
+                rounds: 5,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "C8",
+                run: |side, scale| Box::pin(workloads::c8(side, scale)),
+                rounds: 3,
+                figures: CONTENDED,
+            },
+            Workload {
+                name: "X4x2",
+                run: |side, scale| Box::pin(cross_process::x4(side, scale)),
+                rounds: 3,
+                figures: CONTENDED,
+            },
+        ],
+    },
+    Table {
+        title: "R3-U1: U1 through ours on Redlock over 3 redis-servers, beside ours and raw \
+                on one server; Redis CPU and commands of ours on Redlock are summed over \
+                the 3 servers.",
+        subjects: &[Subject::OursRedlock, Subject::Ours, Subject::Raw],
+        workloads: &[Workload {
+            name: "R3-U1",
+            run: |side, scale| Box::pin(workloads::u1(side, scale)),
+            rounds: 3,
+            figures: UNCONTENDED,
+        }],
+    },
+    Table {
+        title: "M-U1: U1 through `#[distributed_lock]` around an empty body, against \
+                `with_lock` around an empty body and against `acquire` + `release`, same \
+                options (ttl 10 s, wait 0), one redis-server.",
+        subjects: &[Subject::Macro, Subject::WithLock, Subject::AcquireRelease],
+        workloads: &[Workload {
+            name: "M-U1",
+            run: |side, scale| Box::pin(workloads::u1(side, scale)),
+            // Each subject goes first once.
+            rounds: 3,
+            figures: &[
+                Figure::CyclesPerSec,
+                Figure::CycleP50,
+                Figure::CycleP99,
+                Figure::ClientCpu,
+                Figure::ServerCpu,
+                Figure::CommandTime,
+                Figure::Commands,
+                Figure::RoundTrips,
+            ],
+        }],
+    },
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(cross_process::WORKER_ARG) {
+        cross_process::worker_main(&args[1..]);
+        return;
+    }
+    let scale = if args.iter().any(|arg| arg == "--bench") {
+        Scale(1)
+    } else {
+        Scale(100)
+    };
+    let cpus = available_cpus();
+    let mut placement = Placement::from_env(cpus);
+    // First, so that everything started from here on inherits it.
+    placement.pin_self();
+    let own_server = std::env::var("REDIS_URL").is_err().then(RedisServer::start);
+    let url = own_server.as_ref().map_or_else(
+        || std::env::var("REDIS_URL").expect("REDIS_URL is set"),
+        RedisServer::url,
+    );
+    let nodes = RedisServer::start_independent(REDLOCK_NODES);
+    for server in own_server.iter().chain(&nodes) {
+        match redis_stats::process_id(server) {
+            Some(pid) => placement.pin_server(pid),
+            None => eprintln!("warning: no process id from {}: not pinned", server.url()),
+        }
+    }
+    let node_urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let redis_pid = own_server
+        .as_ref()
+        .or(nodes.first())
+        .and_then(redis_stats::process_id);
+    let workers = available_cpus();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let setup = Setup::connect(&url, &node_urls).await;
+        let mut subjects: Vec<Subject> = Vec::new();
+        for subject in TABLES.iter().flat_map(|table| table.subjects) {
+            if !subjects.contains(subject) {
+                subjects.push(*subject);
+            }
+        }
+        // Loads the scripts and warms the connections before anything is
+        // measured: 1 000 cycles per subject, 10 in the smoke run.
+        for subject in subjects {
+            workloads::u1(setup.side(subject), Scale(20 * scale.0)).await;
+        }
+        let mut results = Vec::new();
+        for table in TABLES {
+            let sides: Vec<Side> = table.subjects.iter().map(|s| setup.side(*s)).collect();
+            let mut runs = Vec::new();
+            for workload in table.workloads {
+                runs.push(measure(workload, &sides, scale).await);
+            }
+            results.push(runs);
+        }
+        println!(
+            "\n{cpus} CPUs ({}); {}{}; redis-server {} ({}; Redlock: {REDLOCK_NODES} more, \
+             started by the bench); Tokio multi-thread runtime with {workers} worker(s); \
+             fastest of alternating runs per subject{}\n",
+            cpu::model().unwrap_or_else(|| "model unknown".to_owned()),
+            placement.describe(redis_pid),
+            if own_server.is_some() {
+                ""
+            } else {
+                " (the REDIS_URL server is wherever you put it)"
+            },
+            setup.server.clone().redis_version().await,
+            if own_server.is_some() {
+                "started by the bench, --save '' --appendonly no"
+            } else {
+                "REDIS_URL"
+            },
+            if scale.is_full() {
+                ""
+            } else {
+                ", smoke run at 1/100 size"
+            },
+        );
+        for (table, runs) in TABLES.iter().zip(&results) {
+            print_table(table, runs);
+        }
+        print_command_time(TABLES, &results);
+    });
+}
+
+/// CPUs this process may run on (after pinning: the client CPUs).
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}

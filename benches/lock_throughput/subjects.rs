@@ -1,0 +1,270 @@
+//! The subjects: the lock clients under measurement (one column of a table
+//! each), how one acquire–hold–release cycle runs through each, and the
+//! connections they share.
+
+use std::time::{Duration, Instant};
+
+use distributed_lock::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
+
+use crate::raw::{Raw, RawLock};
+use crate::redis_stats::Admin;
+
+/// Lease of every lock taken here.
+pub const TTL: Duration = Duration::from_secs(10);
+/// Longest wait for a busy lock, for ours and raw.
+pub const WAIT: Duration = Duration::from_secs(10);
+/// Key prefix of our managers.
+const NAMESPACE: &str = "ours:";
+
+/// What a workload is measured through: one column of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// `acquire` (ttl 10 s, wait 10 s) and `release` on the one server.
+    Ours,
+    /// The hand-written baseline on the one server.
+    Raw,
+    /// As `Ours`, on a Redlock manager over the 3 Redlock servers.
+    OursRedlock,
+    /// [`Annotated::cycle`]: the attribute around an empty body.
+    Macro,
+    /// `with_lock` around an empty body, with the attribute's options.
+    WithLock,
+    /// `acquire` and `release` with the attribute's options.
+    AcquireRelease,
+}
+
+impl Subject {
+    /// Column header; also how a worker process is told its subject.
+    pub fn label(self) -> &'static str {
+        match self {
+            Subject::Ours => "ours",
+            Subject::Raw => "raw",
+            Subject::OursRedlock => "ours on Redlock",
+            Subject::Macro => "macro",
+            Subject::WithLock => "with_lock",
+            Subject::AcquireRelease => "acquire+release",
+        }
+    }
+
+    /// The subject a worker process runs: `ours` or `raw`.
+    pub fn for_worker(label: &str) -> Option<Subject> {
+        [Subject::Ours, Subject::Raw]
+            .into_iter()
+            .find(|subject| subject.label() == label)
+    }
+
+    /// Commands the subject sends itself that scripts may run too, so that
+    /// the server's counters cannot tell who sent them: the baseline's SET.
+    /// Every other command a subject sends is one Redis refuses in scripts.
+    pub fn plain_commands(self) -> &'static [&'static str] {
+        match self {
+            Subject::Raw => &["set"],
+            _ => &[],
+        }
+    }
+}
+
+/// One subject ready to run: its client, the servers its runs are counted
+/// on, and the URL its worker processes connect to.
+#[derive(Clone)]
+pub struct Side {
+    pub subject: Subject,
+    pub client: Client,
+    pub servers: Admin,
+    pub url: String,
+}
+
+/// Everything the subjects need, connected once.
+pub struct Setup {
+    /// Manager on the one server; the attribute's client too.
+    single: LockManager,
+    redlock: LockManager,
+    raw: Raw,
+    url: String,
+    /// Counters of the one server.
+    pub server: Admin,
+    /// Counters of the Redlock servers, summed.
+    nodes: Admin,
+}
+
+impl Setup {
+    /// Connects every subject to `url`, and ours on Redlock to `node_urls`.
+    pub async fn connect(url: &str, node_urls: &[String]) -> Setup {
+        Setup {
+            single: ours_manager(url).await,
+            redlock: LockManager::builder()
+                .namespace(NAMESPACE)
+                .redlock(node_urls)
+                .await
+                .expect("ours on Redlock: cannot connect"),
+            raw: Raw::connect(url).await,
+            url: url.to_owned(),
+            server: Admin::connect(&[url.to_owned()]).await,
+            nodes: Admin::connect(node_urls).await,
+        }
+    }
+
+    /// `subject`'s client on its servers.
+    pub fn side(&self, subject: Subject) -> Side {
+        // What `#[distributed_lock(ttl = "10s")]` passes: the defaults but the ttl.
+        let attribute = LockOptions::new().ttl(TTL);
+        let (client, servers) = match subject {
+            Subject::Ours => (Client::ours(&self.single, ours_options()), &self.server),
+            Subject::Raw => (Client::Raw(self.raw.clone()), &self.server),
+            Subject::OursRedlock => (Client::ours(&self.redlock, ours_options()), &self.nodes),
+            Subject::Macro => (
+                Client::Macro(Annotated {
+                    locks: self.single.clone(),
+                }),
+                &self.server,
+            ),
+            Subject::WithLock => (
+                Client::WithLock {
+                    manager: self.single.clone(),
+                    options: attribute,
+                },
+                &self.server,
+            ),
+            Subject::AcquireRelease => (Client::ours(&self.single, attribute), &self.server),
+        };
+        Side {
+            subject,
+            client,
+            servers: servers.clone(),
+            url: self.url.clone(),
+        }
+    }
+}
+
+/// Our manager on one server.
+async fn ours_manager(url: &str) -> LockManager {
+    LockManager::builder()
+        .namespace(NAMESPACE)
+        .connect(url)
+        .await
+        .expect("ours: cannot connect")
+}
+
+/// Options of ours: ttl 10 s, wait 10 s, the rest default.
+fn ours_options() -> LockOptions {
+    LockOptions::new().ttl(TTL).wait(WAIT)
+}
+
+/// The lock client under measurement.
+#[derive(Clone)]
+pub enum Client {
+    /// `acquire` with these options, then `release`.
+    Ours {
+        manager: LockManager,
+        options: LockOptions,
+    },
+    Raw(Raw),
+    /// The attribute; its key is built from the key index, so only for U1's
+    /// keys (`bench:u:{i}`).
+    Macro(Annotated),
+    /// `with_lock` around an empty body.
+    WithLock {
+        manager: LockManager,
+        options: LockOptions,
+    },
+}
+
+/// U1 through the attribute, as an application would write it.
+#[derive(Clone)]
+pub struct Annotated {
+    locks: LockManager,
+}
+
+impl Annotated {
+    /// Locks `bench:u:{i}` around an empty body.
+    #[distributed_lock(key = "bench:u:{i}", ttl = "10s", client = self.locks)]
+    async fn cycle(&self, i: u64) -> Result<(), LockError> {
+        Ok(())
+    }
+}
+
+/// A lock held by one of the clients.
+enum Held {
+    Ours(LockGuard),
+    Raw(RawLock),
+}
+
+impl Client {
+    /// A fresh client of `subject` (ours or raw) on the server at `url`, as a
+    /// worker process makes it.
+    pub async fn connect(subject: Subject, url: &str) -> Client {
+        match subject {
+            Subject::Ours => Client::ours(&ours_manager(url).await, ours_options()),
+            Subject::Raw => Client::Raw(Raw::connect(url).await),
+            other => panic!("{} does not run in worker processes", other.label()),
+        }
+    }
+
+    fn ours(manager: &LockManager, options: LockOptions) -> Client {
+        Client::Ours {
+            manager: manager.clone(),
+            options,
+        }
+    }
+
+    /// One cycle on `key`, which is `keys[index]` of the plan: acquire, hold
+    /// for `hold`, release. Returns when the lock was held, or `None` for the
+    /// clients that take and release it around an empty body in one call
+    /// (they only run with `hold` zero).
+    pub async fn cycle(&mut self, key: &str, index: usize, hold: Duration) -> Option<Instant> {
+        match self {
+            Client::Macro(annotated) => {
+                assert!(hold.is_zero(), "the annotated body cannot hold the lock");
+                annotated
+                    .cycle(index as u64)
+                    .await
+                    .unwrap_or_else(|err| panic!("macro: `bench:u:{index}`: {err}"));
+                None
+            }
+            Client::WithLock { manager, options } => {
+                assert!(hold.is_zero(), "the with_lock body cannot hold the lock");
+                manager
+                    .with_lock(key, options.clone(), async {})
+                    .await
+                    .unwrap_or_else(|err| panic!("with_lock `{key}`: {err}"));
+                None
+            }
+            Client::Ours { .. } | Client::Raw(_) => {
+                let held = self.acquire(key).await;
+                let acquired = Instant::now();
+                if !hold.is_zero() {
+                    tokio::time::sleep(hold).await;
+                }
+                self.release(held).await;
+                Some(acquired)
+            }
+        }
+    }
+
+    async fn acquire(&mut self, key: &str) -> Held {
+        match self {
+            Client::Ours { manager, options } => {
+                let guard = manager
+                    .acquire(key, options.clone())
+                    .await
+                    .unwrap_or_else(|err| panic!("ours: acquire `{key}`: {err}"));
+                Held::Ours(guard)
+            }
+            Client::Raw(raw) => Held::Raw(raw.acquire(key).await),
+            Client::Macro(_) | Client::WithLock { .. } => {
+                unreachable!("these clients lock around a body")
+            }
+        }
+    }
+
+    async fn release(&mut self, held: Held) {
+        match (self, held) {
+            (Client::Ours { .. }, Held::Ours(guard)) => guard
+                .release()
+                .await
+                .unwrap_or_else(|err| panic!("ours: release: {err}")),
+            (Client::Raw(raw), Held::Raw(lock)) => raw.release(lock).await,
+            _ => unreachable!("a lock is released by the client that took it"),
+        }
+    }
+}
