@@ -77,7 +77,7 @@ impl Shop {
     #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
     #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", manager = self.locks)]
     async fn buy(&self, sku: &str) -> Result<Purchase, ShopError> {
-        let token = fencing_token().expect("a locked body runs in a lock scope");
+        let token = fencing_token().await?;
         let fence = i64::try_from(token).expect("fencing tokens fit in i64");
         let units: Option<i64> = sqlx::query_scalar("SELECT units FROM stock WHERE sku = ?")
             .bind(sku)

@@ -63,6 +63,7 @@ conformance!(
     waiter_takes_over_when_crashed_holders_ttl_runs_out,
     concurrent_increments_under_lock_lose_no_updates,
     fencing_tokens_strictly_increase_across_holders,
+    fencing_token_is_refused_once_the_lease_is_lost,
     nested_with_lock_reenters_to_depth_10,
     nested_acquire_reenters_and_shares_the_outer_lease,
     held_locks_lists_nested_keys_innermost_first,
@@ -339,10 +340,8 @@ async fn waiting_without_limit_does_not_overflow_the_deadline(h: Harness) {
     });
     let manager = h.b.clone();
     let waiter = tokio::spawn(async move {
-        manager
-            .acquire("k", waiting(Duration::MAX))
-            .await
-            .map(|guard| guard.fencing_token())
+        let guard = manager.acquire("k", waiting(Duration::MAX)).await?;
+        guard.fencing_token().await
     });
     let fence = timeout(Duration::from_secs(10), waiter)
         .await
@@ -390,13 +389,13 @@ async fn fencing_tokens_strictly_increase_across_holders(h: Harness) {
     let mut last = 0;
     for round in 0..5 {
         let guard = h.a.acquire("k", long()).await.unwrap();
-        let token = guard.fencing_token();
+        let token = guard.fencing_token().await.unwrap();
         assert!(token > last, "round {round}: token {token} after {last}");
         last = token;
         guard.release().await.unwrap();
 
         let in_scope =
-            h.b.with_lock("k", long(), async { fencing_token() })
+            h.b.with_lock("k", long(), async { fencing_token().await })
                 .await
                 .unwrap()
                 .expect("with_lock body runs in a lock scope");
@@ -406,7 +405,10 @@ async fn fencing_tokens_strictly_increase_across_holders(h: Harness) {
         );
         last = in_scope;
     }
-    assert_eq!(fencing_token(), None, "no lock scope outside with_lock");
+    assert!(
+        matches!(fencing_token().await, Err(LockError::NotHeld { key: None })),
+        "no lock scope outside with_lock"
+    );
 }
 
 /// `depth` nested `with_lock`s of `key`; returns how many levels ran inside.
@@ -422,7 +424,7 @@ fn nest(
         manager
             .with_lock(&key, long(), async move {
                 assert_eq!(held_locks(), vec![scope_key.clone()]);
-                let fence = fencing_token().expect("inside a lock scope");
+                let fence = fencing_token().await.expect("inside a lock scope");
                 if let Some(outer) = outer_fence {
                     assert_eq!(fence, outer, "re-entry issued a new fencing token");
                 }
@@ -433,6 +435,18 @@ fn nest(
             })
             .await?
     })
+}
+
+async fn fencing_token_is_refused_once_the_lease_is_lost(h: Harness) {
+    let guard =
+        h.a.acquire("k", fixed_lease(Duration::from_millis(300)))
+            .await
+            .unwrap();
+    let issued = guard.fencing_token().await.unwrap();
+    assert_eq!(guard.fencing_token().await.unwrap(), issued, "asked twice");
+    guard.lost().await;
+
+    assert_lease_lost(guard.fencing_token().await, "k");
 }
 
 async fn nested_with_lock_reenters_to_depth_10(h: Harness) {
@@ -449,7 +463,7 @@ async fn nested_with_lock_reenters_to_depth_10(h: Harness) {
 async fn nested_acquire_reenters_and_shares_the_outer_lease(h: Harness) {
     let manager = h.a.clone();
     h.a.with_lock("k", long(), async {
-        let outer = fencing_token().unwrap();
+        let outer = fencing_token().await.unwrap();
         let inner = timeout(Duration::from_secs(2), manager.try_acquire("k", long()))
             .await
             .expect("re-entry does not wait")
@@ -457,7 +471,7 @@ async fn nested_acquire_reenters_and_shares_the_outer_lease(h: Harness) {
             .expect("re-entry succeeds");
         assert!(inner.is_reentered());
         assert_eq!(inner.key(), "k");
-        assert_eq!(inner.fencing_token(), outer);
+        assert_eq!(inner.fencing_token().await.unwrap(), outer);
         inner.release().await.expect("releasing a re-entered guard");
         assert!(
             h.held_elsewhere("k").await,
@@ -663,11 +677,16 @@ async fn reentered_scope_cancels_its_own_body_when_the_lease_is_lost(h: Harness)
 async fn fencing_token_is_the_innermost_scopes_keys_token(h: Harness) {
     let (stock, order, innermost, stock_by_key) =
         h.a.with_lock("stock:1", long(), async {
-            let stock = fencing_token().unwrap();
+            let stock = fencing_token().await.unwrap();
             h.a.with_lock("order:9", long(), async {
-                let order = fencing_token().unwrap();
+                let order = fencing_token().await.unwrap();
                 h.a.with_lock("stock:1", long(), async {
-                    (stock, order, fencing_token(), fencing_token_for("stock:1"))
+                    (
+                        stock,
+                        order,
+                        fencing_token().await.ok(),
+                        fencing_token_for("stock:1").await.ok(),
+                    )
                 })
                 .await
                 .unwrap()
@@ -684,7 +703,13 @@ async fn fencing_token_is_the_innermost_scopes_keys_token(h: Harness) {
         "fencing_token() in re-entered stock:1"
     );
     assert_eq!(stock_by_key, Some(stock));
-    assert_eq!(fencing_token_for("stock:1"), None, "outside every scope");
+    assert!(
+        matches!(
+            fencing_token_for("stock:1").await,
+            Err(LockError::NotHeld { key: Some(key) }) if key == "stock:1"
+        ),
+        "outside every scope"
+    );
 }
 
 async fn ttl_too_long_to_represent_is_rejected_not_a_panic(h: Harness) {

@@ -18,7 +18,7 @@ async fn write_under_lock(
     value: &'static str,
 ) -> u64 {
     let guard = locks.acquire(key, LockOptions::new()).await.unwrap();
-    let token = guard.fencing_token();
+    let token = guard.fencing_token().await.unwrap();
     store
         .write(token, value)
         .unwrap_or_else(|stale| panic!("`{value}` rejected: {stale:?}"));
@@ -51,24 +51,33 @@ async fn paused_holder_whose_lease_was_taken_over_cannot_write() {
         )
         .await
         .unwrap();
+    let stale_token = stale.fencing_token().await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await; // a GC pause, a stalled VM…
 
     let fresh = b.acquire("doc:1", LockOptions::new()).await.unwrap();
-    assert!(fresh.fencing_token() > stale.fencing_token());
+    let fresh_token = fresh.fencing_token().await.unwrap();
+    assert!(fresh_token > stale_token);
     store
-        .write(fresh.fencing_token(), "written by the new holder")
+        .write(fresh_token, "written by the new holder")
         .unwrap();
 
     assert!(
         stale.is_lost(),
         "the paused holder can know its lease is gone"
     );
-    let rejected = store.write(stale.fencing_token(), "written by the stale holder");
+    assert!(
+        matches!(
+            stale.fencing_token().await,
+            Err(LockError::LeaseLost { .. })
+        ),
+        "a lost lease hands out no token, not even the one it had"
+    );
+    let rejected = store.write(stale_token, "written by the stale holder");
     assert_eq!(
         rejected,
         Err(StaleWrite {
-            token: stale.fencing_token(),
-            highest: fresh.fencing_token()
+            token: stale_token,
+            highest: fresh_token
         })
     );
     assert_eq!(store.values(), vec!["written by the new holder"]);
@@ -87,7 +96,7 @@ async fn body_writes_with_the_token_of_its_own_lock_scope() {
     for value in ["first", "second", "third"] {
         locks
             .with_lock("doc:2", LockOptions::new(), async {
-                let token = fencing_token().expect("inside a lock scope");
+                let token = fencing_token().await.expect("inside a lock scope");
                 store.write(token, value)
             })
             .await
@@ -95,7 +104,55 @@ async fn body_writes_with_the_token_of_its_own_lock_scope() {
             .unwrap();
     }
     assert_eq!(store.values(), vec!["first", "second", "third"]);
-    assert_eq!(fencing_token(), None, "no token outside a lock scope");
+    assert!(
+        matches!(fencing_token().await, Err(LockError::NotHeld { key: None })),
+        "no token outside a lock scope"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_whose_lease_ended_before_it_asked_gets_no_token() {
+    let server = RedisServer::start();
+    let a = connect(&server.url()).await;
+    let b = connect(&server.url()).await;
+    let stale = a
+        .acquire(
+            "doc:late",
+            LockOptions::new()
+                .ttl(Duration::from_millis(200))
+                .renew(false),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let fresh = b.acquire("doc:late", LockOptions::new()).await.unwrap();
+    fresh.fencing_token().await.unwrap();
+
+    assert!(matches!(
+        stale.fencing_token().await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    fresh.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_whose_key_was_taken_over_gets_no_token_though_its_clock_says_held() {
+    let server = RedisServer::start();
+    let a = connect(&server.url()).await;
+    let b = connect(&server.url()).await;
+    let unaware = a.acquire("doc:taken", LockOptions::new()).await.unwrap();
+    // An operator (or a failover) removes the key; another holder takes it.
+    server.command(&["DEL", "lock:doc:taken"]).unwrap();
+    let fresh = b.acquire("doc:taken", LockOptions::new()).await.unwrap();
+    assert!(!unaware.is_lost(), "its own clock still says held");
+
+    assert!(matches!(
+        unaware.fencing_token().await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(unaware.is_lost(), "the refusal marks the lease lost");
+    fresh.fencing_token().await.unwrap();
+    fresh.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +167,7 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
         .await
         .unwrap();
     store
-        .write(before.fencing_token(), "before the restart")
+        .write(before.fencing_token().await.unwrap(), "before the restart")
         .unwrap();
     before.release().await.unwrap();
 
@@ -120,7 +177,7 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
 
     let after = acquire_after_restart(&locks, "doc:3", LockOptions::new()).await;
     store
-        .write(after.fencing_token(), "after the restart")
+        .write(after.fencing_token().await.unwrap(), "after the restart")
         .expect("a restarted server without persistence still issues higher tokens");
     assert_eq!(
         store.values(),
@@ -148,12 +205,12 @@ async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
     );
     let after = acquire_after_restart(&locks, "doc:4", LockOptions::new()).await;
     assert!(
-        after.fencing_token() > t3,
+        after.fencing_token().await.unwrap() > t3,
         "{} after {t3}",
-        after.fencing_token()
+        after.fencing_token().await.unwrap()
     );
     store
-        .write(after.fencing_token(), "after the restart")
+        .write(after.fencing_token().await.unwrap(), "after the restart")
         .expect("a server restarted from a stale snapshot still issues higher tokens");
     after.release().await.unwrap();
 }
@@ -187,12 +244,12 @@ async fn redlock_tokens_keep_increasing_after_every_node_restarts_from_a_stale_s
     }
     let after = acquire_after_restart(&locks, "doc:5", LockOptions::new()).await;
     assert!(
-        after.fencing_token() > t3,
+        after.fencing_token().await.unwrap() > t3,
         "{} after {t3}",
-        after.fencing_token()
+        after.fencing_token().await.unwrap()
     );
     store
-        .write(after.fencing_token(), "after the restarts")
+        .write(after.fencing_token().await.unwrap(), "after the restarts")
         .expect("Redlock nodes restarted from stale snapshots still issue higher tokens");
     after.release().await.unwrap();
 }
@@ -224,12 +281,12 @@ async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
     let promoted = connect(&replica.url()).await;
     let after = promoted.acquire("doc:6", LockOptions::new()).await.unwrap();
     assert!(
-        after.fencing_token() > t3,
+        after.fencing_token().await.unwrap() > t3,
         "{} after {t3}",
-        after.fencing_token()
+        after.fencing_token().await.unwrap()
     );
     store
-        .write(after.fencing_token(), "after the failover")
+        .write(after.fencing_token().await.unwrap(), "after the failover")
         .expect("a promoted replica that missed acquisitions still issues higher tokens");
     after.release().await.unwrap();
 }
@@ -244,6 +301,12 @@ async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
         .acquire("doc:7", LockOptions::new().ttl(Duration::from_secs(1)))
         .await
         .unwrap();
+    assert_eq!(
+        counter_pttl(&server, "doc:7"),
+        -2,
+        "no counter until a token is asked for"
+    );
+    short.fencing_token().await.unwrap();
     let pttl = counter_pttl(&server, "doc:7");
     assert!(0 < pttl && pttl <= minutes(10), "short lease: PTTL {pttl}");
     short.release().await.unwrap();
@@ -252,6 +315,7 @@ async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
         .acquire("doc:7", LockOptions::new().ttl(Duration::from_secs(3_600)))
         .await
         .unwrap();
+    long.fencing_token().await.unwrap();
     let pttl = counter_pttl(&server, "doc:7");
     assert!(
         minutes(60) < pttl && pttl <= minutes(120),
@@ -267,7 +331,7 @@ async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
         .command(&["SET", "lock-fence:doc:7", &ahead.to_string()])
         .unwrap();
     let guard = locks.acquire("doc:7", LockOptions::new()).await.unwrap();
-    assert_eq!(guard.fencing_token(), ahead + 1);
+    assert_eq!(guard.fencing_token().await.unwrap(), ahead + 1);
     assert!(
         counter_pttl(&server, "doc:7") > 0,
         "the counter got an expiry"

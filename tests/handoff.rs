@@ -63,10 +63,14 @@ async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
                 .acquire(KEY, waiting(Duration::from_secs(10)))
                 .await
                 .expect("every waiter gets the lock in turn");
+            let token = guard
+                .fencing_token()
+                .await
+                .expect("the holder gets a token");
             order
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push((arrival, guard.fencing_token()));
+                .push((arrival, token));
             tokio::time::sleep(Duration::from_millis(20)).await;
             guard.release().await.expect("release");
         }));
@@ -158,7 +162,7 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
         cut_off
             .acquire(KEY, waiting(Duration::from_secs(10)))
             .await
-            .map(|guard| guard.fencing_token())
+            .map(|guard| guard.key().to_owned())
     });
     until_queued(&server, 1).await;
     let next = connect(&server.url()).await;
@@ -191,9 +195,15 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uncontended_cycles_never_touch_the_queue() {
+async fn uncontended_cycle_is_one_plain_set_and_one_release_script() {
     let server = RedisServer::start();
     let locks = connect(&server.url()).await;
+    // The first release loads the script (its EVALSHA fails with NOSCRIPT).
+    let guard = locks
+        .acquire(KEY, waiting(Duration::from_secs(1)))
+        .await
+        .expect("free");
+    guard.release().await.expect("release");
     server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     for _ in 0..20 {
         let guard = locks
@@ -202,12 +212,23 @@ async fn uncontended_cycles_never_touch_the_queue() {
             .expect("free");
         guard.release().await.expect("release");
     }
-    for command in ["zadd", "hset", "zrange", "zrem"] {
+    for command in ["zadd", "hset", "zrange", "zrem", "publish", "time", "eval"] {
         assert_eq!(
             command_calls(&server, command),
             0,
             "an uncontended cycle ran {command}"
         );
+    }
+    // 20 cycles: each a SET NX PX and one EVALSHA of the release script
+    // (GET, EXISTS of the queue, DEL), and no fencing token asked for.
+    for (command, calls) in [
+        ("set", 20),
+        ("evalsha", 20),
+        ("get", 20),
+        ("exists", 20),
+        ("del", 20),
+    ] {
+        assert_eq!(command_calls(&server, command), calls, "{command}");
     }
 }
 

@@ -59,7 +59,7 @@ impl Stock {
 
     #[distributed_lock(key = "stock:{sku}", manager = self.locks)]
     async fn report_scope(&self, sku: &str) -> Result<(Vec<String>, Option<u64>), ShopError> {
-        Ok((held_locks(), fencing_token()))
+        Ok((held_locks(), fencing_token().await.ok()))
     }
 
     #[distributed_lock(key = "replicated:{sku}", min_replicas = 1, replica_timeout = "50ms", manager = self.locks)]

@@ -112,7 +112,9 @@ async fn ticking_body(
     ticks: Arc<Mutex<Vec<Instant>>>,
     count: usize,
 ) {
-    let fence = fencing_token().expect("the body runs in its lock scope");
+    let fence = fencing_token()
+        .await
+        .expect("the body runs in its lock scope");
     // The test awaits the receiver; a dropped one only means it failed already.
     let _ = started.send(fence);
     for _ in 0..count {
@@ -169,20 +171,23 @@ async fn assert_taken_over_and_old_token_fenced(b: &LockManager, partitioned: &P
         .expect("acquire returns within its wait")
         .expect("the other side gets the lock within ttl + 1 s of the partition");
     assert!(
-        guard.fencing_token() > partitioned.fence,
+        guard.fencing_token().await.unwrap() > partitioned.fence,
         "new fencing token {} not above the old holder's {}",
-        guard.fencing_token(),
+        guard.fencing_token().await.unwrap(),
         partitioned.fence
     );
     let store = FencedStore::default();
     store
-        .write(guard.fencing_token(), "written by the new holder")
+        .write(
+            guard.fencing_token().await.unwrap(),
+            "written by the new holder",
+        )
         .expect("the new holder writes");
     assert_eq!(
         store.write(partitioned.fence, "late write of the old holder"),
         Err(StaleWrite {
             token: partitioned.fence,
-            highest: guard.fencing_token()
+            highest: guard.fencing_token().await.unwrap()
         }),
         "the old holder's late write must be rejected"
     );

@@ -384,7 +384,7 @@ async fn redis_counter_read_modify_write_under_lock_loses_no_updates() {
 async fn fencing_token_increases_after_restart_without_persistence() {
     let mut h = Harness::redis().await;
     let guard = h.a.acquire("k", long()).await.unwrap();
-    let t1 = guard.fencing_token();
+    let t1 = guard.fencing_token().await.unwrap();
     guard.release().await.unwrap();
     assert_eq!(fence_counter(h.server(), "k"), Some(t1));
 
@@ -396,7 +396,7 @@ async fn fencing_token_increases_after_restart_without_persistence() {
     );
     reconnect(&h.a).await;
     let guard = h.a.acquire("k", long()).await.unwrap();
-    let t2 = guard.fencing_token();
+    let t2 = guard.fencing_token().await.unwrap();
     assert!(
         t2 > t1,
         "fencing token went back from {t1} to {t2} after a restart"

@@ -320,7 +320,7 @@ async fn fencing_tokens_increase_across_quorums_when_the_highest_counter_dies() 
         .acquire("fenced", opts.clone())
         .await
         .expect("nodes 0 and 1");
-    let mut last = guard.fencing_token();
+    let mut last = guard.fencing_token().await.unwrap();
     assert!(
         last > ahead.parse().unwrap(),
         "the quorum's maximum is node 0's"
@@ -341,11 +341,11 @@ async fn fencing_tokens_increase_across_quorums_when_the_highest_counter_dies() 
             .await
             .expect("nodes 1 and 2");
         assert!(
-            guard.fencing_token() > last,
+            guard.fencing_token().await.unwrap() > last,
             "round {round}: {} after {last}",
-            guard.fencing_token()
+            guard.fencing_token().await.unwrap()
         );
-        last = guard.fencing_token();
+        last = guard.fencing_token().await.unwrap();
         guard.release().await.unwrap();
     }
 }
@@ -416,7 +416,7 @@ async fn fencing_tokens_increase_after_every_node_restarts_empty() {
     let manager = redlock(&nodes).await;
     let ttl = Duration::from_millis(300);
     let guard = manager.acquire("restart", options(ttl)).await.unwrap();
-    let before = guard.fencing_token();
+    let before = guard.fencing_token().await.unwrap();
     guard.release().await.unwrap();
 
     for node in &mut nodes {
@@ -428,7 +428,7 @@ async fn fencing_tokens_increase_after_every_node_restarts_empty() {
     }
 
     let guard = acquire_after_restart(&manager, "restart", options(ttl)).await;
-    let after = guard.fencing_token();
+    let after = guard.fencing_token().await.unwrap();
     guard.release().await.unwrap();
     assert!(
         after > before,

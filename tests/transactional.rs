@@ -336,7 +336,7 @@ impl Shop {
     #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "60s", manager = self.locks)]
     #[transactional(pool = self.db)]
     async fn buy(&self, sku: &str, buyer: i64) -> Result<Option<i64>, AppError> {
-        let token = fencing_token().expect("inside the lock");
+        let token = fencing_token().await?;
         let fence = i64::try_from(token).expect("token fits in i64");
         let (units, sold): (i64, i64) =
             sqlx::query_as("SELECT units, sold FROM stock WHERE sku = ?")

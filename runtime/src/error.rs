@@ -52,6 +52,13 @@ pub enum LockError {
     /// The options cannot be satisfied, e.g. a zero TTL.
     #[error("invalid lock options: {0}")]
     InvalidOptions(String),
+    /// A lock scope's fencing token was asked for where no running lock
+    /// scope holds the key.
+    #[error("{}: call it from the body of #[distributed_lock] or LockManager::with_lock, or use LockGuard::fencing_token", not_held(.key))]
+    NotHeld {
+        /// The key asked for (without namespace); `None` when any key would do.
+        key: Option<String>,
+    },
     /// Fewer replicas than `min_replicas` acknowledged the acquisition in time.
     #[error("lock `{key}` reached only {acknowledged} of {required} replicas in time; it was released again (check replication health)")]
     NotReplicated {
@@ -62,6 +69,13 @@ pub enum LockError {
         /// Replicas required.
         required: u32,
     },
+}
+
+fn not_held(key: &Option<String>) -> String {
+    match key {
+        Some(key) => format!("no lock scope running here holds `{key}`"),
+        None => "no lock scope is running here".to_owned(),
+    }
 }
 
 impl LockError {

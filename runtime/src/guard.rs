@@ -57,9 +57,19 @@ impl LockGuard {
     }
 
     /// The fencing token: strictly greater than that of every earlier holder of
-    /// this key. Send it with every write to storage that must reject stale holders.
-    pub fn fencing_token(&self) -> u64 {
-        self.lease.fence
+    /// this key that asked for one. Send it with every write to storage that
+    /// must reject stale holders.
+    ///
+    /// Issued on the first call, by the backend and only to the current
+    /// holder (one round trip; two on Redlock), then the same value on every
+    /// call: a lock whose token is never asked for costs nothing extra.
+    /// `Err(LockError::LeaseLost)` once the lease is lost, whether or not a
+    /// token was issued before (a holder that lost its lock cannot get a token
+    /// newer than its successor's, and should not write at all); a connection
+    /// error leaves nothing issued, so a retry may succeed. Cancel-safe: a call dropped mid-way issues at most a token
+    /// that nobody uses, and the next call gets a later one.
+    pub async fn fencing_token(&self) -> Result<u64, LockError> {
+        self.lease.fencing_token().await
     }
 
     /// Whether this guard re-entered a lock its scope already held.
@@ -189,7 +199,7 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("key", &self.key())
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing_token", &self.lease.issued_fence())
             .field("reentered", &self.reentered)
             .field("lost", &self.is_lost())
             .finish()

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{watch, OnceCell};
 
 use crate::backend::LockKey;
 use crate::token::OwnerToken;
 use crate::watchdog::Watchdog;
-use crate::LockManager;
+use crate::{LockError, LockManager};
 
 /// Part of a lease the holder gives up at its end, as a share of the ttl:
 /// the client's and the server's clocks may run at rates 1 % apart, and the
@@ -40,12 +40,15 @@ pub(crate) enum LeaseStatus {
     Lost,
 }
 
-/// One acquisition: who, what, with which fencing token, and how it is doing.
+/// One acquisition: who, what, for how long, its fencing token once asked
+/// for, and how it is doing.
 pub(crate) struct Lease {
     pub(crate) manager: LockManager,
     pub(crate) key: Arc<LockKey>,
     pub(crate) token: OwnerToken,
-    pub(crate) fence: u64,
+    ttl: Duration,
+    /// Issued by the backend on first request, then kept.
+    fence: OnceCell<u64>,
     pub(crate) status: watch::Sender<LeaseStatus>,
     watchdog: Option<Arc<Watchdog>>,
 }
@@ -57,7 +60,6 @@ impl Lease {
         manager: LockManager,
         key: Arc<LockKey>,
         token: OwnerToken,
-        fence: u64,
         ttl: Duration,
         requested_at: Instant,
     ) -> Self {
@@ -68,9 +70,58 @@ impl Lease {
             manager,
             key,
             token,
-            fence,
+            ttl,
+            fence: OnceCell::new(),
             status,
             watchdog: None,
+        }
+    }
+
+    /// The fencing token of this lease: issued by the backend on the first
+    /// call (one round trip; two on Redlock) while the lease is held, then the
+    /// same on every call. `LeaseLost` once the lease is lost, also when a
+    /// token was issued before, and when the backend finds the lock no longer
+    /// ours (then the lease is marked lost). A token counts only if its issue
+    /// ended within the lease's validity: until then a quorum of Redlock nodes
+    /// still had our lock, so every later holder's token, issued after that,
+    /// is above it (see `backend/redlock.rs`).
+    pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
+        let issue = || async {
+            self.ensure_held()?;
+            let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+            let issued = self
+                .manager
+                .backend()
+                .fence(&self.key, &self.token, ttl_ms)
+                .await?;
+            let Some(fence) = issued else {
+                self.mark_lost();
+                return Err(self.lost_error());
+            };
+            self.ensure_held()?;
+            Ok(fence)
+        };
+        let fence = *self.fence.get_or_try_init(issue).await?;
+        self.ensure_held()?;
+        Ok(fence)
+    }
+
+    /// The fencing token if one was issued already.
+    pub(crate) fn issued_fence(&self) -> Option<u64> {
+        self.fence.get().copied()
+    }
+
+    fn ensure_held(&self) -> Result<(), LockError> {
+        if self.is_lost() {
+            self.mark_lost();
+            return Err(self.lost_error());
+        }
+        Ok(())
+    }
+
+    fn lost_error(&self) -> LockError {
+        LockError::LeaseLost {
+            key: self.key.user.clone(),
         }
     }
 

@@ -14,12 +14,14 @@
 //!    or the holder's TTL runs out. An attempt in flight whose caller goes away
 //!    is undone (`pending`).
 //! 3. **Backend** (`backend`): where locks live: one Redis server, Redlock over
-//!    N masters, or process memory. Each offers try-lock, unlock, renew and
-//!    watch; the Redis ones run one Lua script per step (`backend/scripts`) and
-//!    publish releases that `backend/notify` turns into wake-ups.
-//! 4. **Lease** (`lease`): one granted acquisition: key, owner token, fencing
-//!    token, and its status (held until an instant, or lost). Its validity is
-//!    counted from when the acquisition was sent, less a safety margin.
+//!    N masters, or process memory. Each offers try-lock, unlock, renew, fence
+//!    and watch; the Redis ones run a plain `SET NX PX` for an uncontended
+//!    attempt and one Lua script for every other step (`backend/scripts`), and
+//!    publish hand-offs and releases that `backend/notify` turns into wake-ups.
+//! 4. **Lease** (`lease`): one granted acquisition: key, owner token, its
+//!    fencing token once asked for, and its status (held until an instant, or
+//!    lost). Its validity is counted from when the acquisition was sent, less
+//!    a safety margin.
 //! 5. **Watchdog** (`watchdog`): one timer per manager renews every lease at
 //!    ttl/3 and reports a lease lost when renewal is refused or no renewal was
 //!    granted before its validity ends.

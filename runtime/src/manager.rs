@@ -238,7 +238,7 @@ impl LockManager {
             self.attempt(&request, Duration::ZERO).await?
         };
         let granted = match attempt {
-            Attempt::Acquired { fence } => Some((fence, sent)),
+            Attempt::Acquired => Some(sent),
             Attempt::Busy { .. } if wait.is_zero() => {
                 tracing::debug!(key, "lock busy");
                 None
@@ -248,11 +248,11 @@ impl LockManager {
                     .await?
             }
         };
-        let Some((fence, sent)) = granted else {
+        let Some(sent) = granted else {
             return Ok(None);
         };
-        tracing::debug!(key, fence, waited = ?started.elapsed(), "lock acquired");
-        let lease = self.start_lease(lock_key, token, fence, options, sent);
+        tracing::debug!(key, waited = ?started.elapsed(), "lock acquired");
+        let lease = self.start_lease(lock_key, token, options, sent);
         Ok(Some(LockGuard::owner(lease)))
     }
 
@@ -262,9 +262,8 @@ impl LockManager {
     /// out; a newcomer that `queue_behind` this process's waiters first gives
     /// them a head start. On a single Redis server the waiter also takes a
     /// place in the key's queue in Redis, refreshed at every retry, and the
-    /// release hands it the lock directly, in arrival order. Returns the
-    /// fencing token and send time of the granted attempt, or `None` when the
-    /// wait ran out.
+    /// release hands it the lock directly, in arrival order. Returns the send
+    /// time of the granted attempt, or `None` when the wait ran out.
     async fn wait_for_release(
         &self,
         request: &Request<'_>,
@@ -272,7 +271,7 @@ impl LockManager {
         started: Instant,
         wait: Duration,
         queue_behind: bool,
-    ) -> Result<Option<(u64, Instant)>, LockError> {
+    ) -> Result<Option<Instant>, LockError> {
         // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
         let deadline = started.checked_add(wait);
         // Subscribing is bounded by the wait too: past the deadline, one
@@ -284,7 +283,7 @@ impl LockManager {
                 .ok(),
             None => Some(watching.await),
         };
-        let queue_for = if self.backend().hands_off() && request.replicas.is_none() {
+        let queue_for = if self.backend().hands_off() {
             QUEUE_PLACE
         } else {
             Duration::ZERO
@@ -307,8 +306,8 @@ impl LockManager {
                     wake = ticket.next() => Some(wake),
                     () = tokio::time::sleep_until(retry_at.into()) => None,
                 };
-                if let Some(Wake::Granted(fence)) = woke {
-                    if let Some(granted) = self.confirm_grant(request, fence).await? {
+                if let Some(Wake::Granted) = woke {
+                    if let Some(granted) = self.confirm_grant(request, queue_for).await? {
                         if let Some(queued) = queued {
                             queued.settled();
                         }
@@ -323,11 +322,11 @@ impl LockManager {
                 ticket.wake_used();
             }
             let remaining = match attempt {
-                Attempt::Acquired { fence } => {
+                Attempt::Acquired => {
                     if let Some(queued) = queued {
                         queued.settled();
                     }
-                    return Ok(Some((fence, sent)));
+                    return Ok(Some(sent));
                 }
                 Attempt::Busy { remaining } => remaining,
             };
@@ -346,21 +345,27 @@ impl LockManager {
         }
     }
 
-    /// Confirms a lock that a release handed to this waiter, by renewing it
-    /// to the waiter's own ttl: returns its fencing token and when the
-    /// confirmation was sent (the lease counts from then), or `None` when the
-    /// grant had already run out.
+    /// Confirms a lock that a release handed to this waiter, by extending it
+    /// to the waiter's own ttl: returns when the confirmation was sent (the
+    /// lease counts from then), or `None` when the grant had already run out.
+    /// A replicated request confirms with a replicated attempt (`acquire.lua`
+    /// sees the lock is ours and extends it, then `WAIT`), so the lock it
+    /// keeps has reached its replicas like any other it takes.
     async fn confirm_grant(
         &self,
         request: &Request<'_>,
-        fence: u64,
-    ) -> Result<Option<(u64, Instant)>, LockError> {
+        queue_for: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        if request.replicas.is_some() {
+            let (attempt, sent) = self.attempt(request, queue_for).await?;
+            return Ok((attempt == Attempt::Acquired).then_some(sent));
+        }
         let sent = Instant::now();
         let confirmed = self
             .backend()
             .renew(request.key, request.token, request.ttl_ms)
             .await?;
-        Ok(confirmed.then_some((fence, sent)))
+        Ok(confirmed.then_some(sent))
     }
 
     /// One attempt (queueing for `queue_for` if the lock is busy and that is
@@ -391,7 +396,6 @@ impl LockManager {
         &self,
         key: LockKey,
         token: OwnerToken,
-        fence: u64,
         options: &LockOptions,
         requested_at: Instant,
     ) -> Arc<Lease> {
@@ -400,7 +404,6 @@ impl LockManager {
             self.clone(),
             Arc::clone(&key),
             token.clone(),
-            fence,
             options.ttl,
             requested_at,
         );

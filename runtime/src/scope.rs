@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use crate::lease::Lease;
+use crate::LockError;
 
 /// The chain of leases held by the current scope, innermost first.
 #[derive(Clone)]
@@ -44,32 +45,35 @@ pub(crate) fn find(manager: &crate::LockManager, lock_key: &str) -> Option<Arc<L
     .flatten()
 }
 
-fn innermost<T>(read: impl FnOnce(&Lease) -> T) -> Option<T> {
-    HELD.try_with(|held| read(&held.lease)).ok()
-}
-
 /// The fencing token of the innermost lock scope's key: in
 /// `stock:1 → order:9 → stock:1` (the last one re-entered), `stock:1`'s.
 ///
 /// Pass it to storage with each write (`UPDATE … SET fence = $t WHERE fence < $t`)
-/// so that a holder whose lease was lost cannot overwrite newer data.
-/// `None` outside a lock scope. For a given key's token use
-/// [`fencing_token_for`].
-pub fn fencing_token() -> Option<u64> {
-    innermost(|lease| lease.fence)
+/// so that a holder whose lease was lost cannot overwrite newer data. Issued
+/// on the first call for the scope's lease (one round trip), then the same;
+/// see [`LockGuard::fencing_token`](crate::LockGuard::fencing_token).
+/// `Err(LockError::NotHeld)` outside a lock scope. For a given key's token
+/// use [`fencing_token_for`].
+pub async fn fencing_token() -> Result<u64, LockError> {
+    let lease = HELD
+        .try_with(|held| Arc::clone(&held.lease))
+        .map_err(|_| LockError::NotHeld { key: None })?;
+    lease.fencing_token().await
 }
 
 /// The fencing token of the lock on `key` (as given to `acquire`, without
 /// namespace) held by the running lock scope or one of its enclosing scopes;
-/// `None` when none of them holds `key`.
-pub fn fencing_token_for(key: &str) -> Option<u64> {
-    HELD.try_with(|held| {
-        held.iter()
-            .find(|lease| lease.key.user == key)
-            .map(|lease| lease.fence)
-    })
-    .ok()
-    .flatten()
+/// `Err(LockError::NotHeld)` when none of them holds `key`. Otherwise as
+/// [`fencing_token`].
+pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
+    let lease = HELD
+        .try_with(|held| held.iter().find(|lease| lease.key.user == key).cloned())
+        .ok()
+        .flatten()
+        .ok_or_else(|| LockError::NotHeld {
+            key: Some(key.to_owned()),
+        })?;
+    lease.fencing_token().await
 }
 
 /// Whether any lock held by the running lock scope has lost its lease.

@@ -8,7 +8,7 @@
 //!
 //! A waiter queued in Redis (single server) is not woken but *granted*: the
 //! release that hands it the lock names its owner token, and
-//! [`WaitQueues::grant`] delivers the fencing token to that waiter alone.
+//! [`WaitQueues::grant`] tells that waiter alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,7 +27,7 @@ struct KeyQueue {
     notify: Arc<Notify>,
     waiters: usize,
     /// Waiters expecting a grant, by owner token.
-    grants: HashMap<String, oneshot::Sender<u64>>,
+    grants: HashMap<String, oneshot::Sender<()>>,
 }
 
 /// Membership of one waiter in a key's queue; leaves the queue on drop, and
@@ -38,7 +38,7 @@ pub(crate) struct WaitTicket {
     notify: Arc<Notify>,
     holds_wake: bool,
     /// The owner token this waiter expects a grant for, and where it arrives.
-    grant: Option<(String, oneshot::Receiver<u64>)>,
+    grant: Option<(String, oneshot::Receiver<()>)>,
 }
 
 impl WaitQueues {
@@ -81,14 +81,14 @@ impl WaitQueues {
     }
 
     /// Hands the lock on `key`, granted to the waiter with owner `token` by a
-    /// release, to that waiter with its `fence`. Returns whether a waiter of
-    /// this process expected it (otherwise it is another process's).
-    pub(crate) fn grant(&self, key: &str, token: &str, fence: u64) -> bool {
+    /// release, to that waiter. Returns whether a waiter of this process
+    /// expected it (otherwise it is another process's).
+    pub(crate) fn grant(&self, key: &str, token: &str) -> bool {
         let sender = self
             .lock()
             .get_mut(key)
             .and_then(|queue| queue.grants.remove(token));
-        sender.is_some_and(|sender| sender.send(fence).is_ok())
+        sender.is_some_and(|sender| sender.send(()).is_ok())
     }
 
     /// How many waiters of this process wait for `key` now.
@@ -143,7 +143,7 @@ impl WaitTicket {
         } = self;
         tokio::select! {
             biased;
-            fence = wait_for_grant(grant) => Wake::Granted(fence),
+            () = wait_for_grant(grant) => Wake::Granted,
             () = notify.notified() => {
                 *holds_wake = true;
                 Wake::Woken
@@ -161,23 +161,20 @@ impl WaitTicket {
 /// What ended a waiter's sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
-    /// A release handed the lock to this waiter, with this fencing token.
-    Granted(u64),
+    /// A release handed the lock to this waiter.
+    Granted,
     /// A release (or a lost notification channel) asks it to try again.
     Woken,
 }
 
 /// Waits for the grant `grant` expects, forgetting the expectation once it
 /// arrived; pending forever without one.
-async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<u64>)>) -> u64 {
+async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<()>)>) {
     let Some((_, receiver)) = grant else {
         return std::future::pending().await;
     };
     match receiver.await {
-        Ok(fence) => {
-            *grant = None;
-            fence
-        }
+        Ok(()) => *grant = None,
         Err(_) => std::future::pending().await,
     }
 }
@@ -262,16 +259,16 @@ mod tests {
         let mut second = queues.join("k");
         first.expect_grant("a");
         second.expect_grant("b");
-        assert!(queues.grant("k", "b", 7), "b waits here");
-        assert!(!queues.grant("k", "c", 8), "nobody here expects c");
-        assert_eq!(second.next().now_or_never(), Some(Wake::Granted(7)));
+        assert!(queues.grant("k", "b"), "b waits here");
+        assert!(!queues.grant("k", "c"), "nobody here expects c");
+        assert_eq!(second.next().now_or_never(), Some(Wake::Granted));
         assert_eq!(
             first.next().now_or_never(),
             None,
             "a grant wakes nobody else"
         );
         drop(first);
-        assert!(!queues.grant("k", "a", 9), "a left with its ticket");
+        assert!(!queues.grant("k", "a"), "a left with its ticket");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The lock's state changes on one Redis server, each one script and one
-//! round trip, shared by the single-server and Redlock backends; and how their
-//! replies read.
+//! The lock's state changes on one Redis server, each one command or script
+//! and one round trip, shared by the single-server and Redlock backends; and
+//! how their replies read.
 
 use std::time::Duration;
 
@@ -11,13 +11,11 @@ use super::scripts;
 use super::{Attempt, LockKey};
 use crate::token::OwnerToken;
 
-/// Reads the `{granted, value}` reply of `acquire.lua`: the fencing token
-/// when granted, else the holder's remaining TTL in ms (negative: none).
+/// Reads the `{granted, value}` reply of `acquire.lua`: granted, or the
+/// holder's remaining TTL in ms (negative: none).
 pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
     if granted == 1 {
-        Attempt::Acquired {
-            fence: u64::try_from(value).unwrap_or(0),
-        }
+        Attempt::Acquired
     } else {
         Attempt::Busy {
             remaining: u64::try_from(value).ok().map(Duration::from_millis),
@@ -37,7 +35,6 @@ pub(super) fn acquire_invocation(
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
     invocation
         .key(&key.lock)
-        .key(&key.fence)
         .key(&key.queue)
         .key(&key.waiters)
         .arg(token.as_str())
@@ -46,7 +43,36 @@ pub(super) fn acquire_invocation(
     invocation
 }
 
-/// Runs `acquire.lua` once on one server; see [`acquire_invocation`].
+/// `SET key token NX PX ttl`: the uncontended attempt, exactly what a
+/// hand-written lock sends (busy: the holder's remaining TTL is not known).
+///
+/// It does not look at the waiter queue: a newcomer can take a lock that is
+/// free while waiters are queued. That happens only when the lock was not
+/// released but expired (its holder, or a waiter it was handed to, died or
+/// was cut off); a release always hands the lock to the first live waiter.
+pub(super) async fn try_set(
+    connection: &mut ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<Attempt, RedisError> {
+    let set: Option<String> = redis::cmd("SET")
+        .arg(&key.lock)
+        .arg(token.as_str())
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .query_async(connection)
+        .await?;
+    Ok(if set.is_some() {
+        Attempt::Acquired
+    } else {
+        Attempt::Busy { remaining: None }
+    })
+}
+
+/// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
+/// busy, it reports the holder's remaining TTL.
 pub(super) async fn acquire(
     connection: &mut ConnectionManager,
     key: &LockKey,
@@ -71,7 +97,6 @@ pub(super) async fn release(
 ) -> Result<bool, RedisError> {
     let released: i64 = scripts::RELEASE
         .key(&key.lock)
-        .key(&key.fence)
         .key(&key.queue)
         .key(&key.waiters)
         .arg(token.as_str())
@@ -79,6 +104,35 @@ pub(super) async fn release(
         .invoke_async(connection)
         .await?;
     Ok(released == 1)
+}
+
+/// How long a key's fencing counter outlives the last token issued for a
+/// lease of `ttl_ms`: max(2 × ttl, 10 minutes), capped at 100 years (a `PX`
+/// Redis accepts, whatever lease it accepted).
+pub(super) fn fence_retention_ms(ttl_ms: u64) -> u64 {
+    const TEN_MINUTES_MS: u64 = 600_000;
+    const HUNDRED_YEARS_MS: u64 = 3_155_760_000_000;
+    ttl_ms
+        .saturating_mul(2)
+        .clamp(TEN_MINUTES_MS, HUNDRED_YEARS_MS)
+}
+
+/// Runs `fence.lua` once on one server: the next fencing token of `key` if
+/// `token` holds it there, `None` if it does not.
+pub(super) async fn issue_fence(
+    connection: &mut ConnectionManager,
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<Option<u64>, RedisError> {
+    let fence: i64 = scripts::FENCE
+        .key(&key.lock)
+        .key(&key.fence)
+        .arg(token.as_str())
+        .arg(fence_retention_ms(ttl_ms))
+        .invoke_async(connection)
+        .await?;
+    Ok(u64::try_from(fence).ok())
 }
 
 /// Runs `renew.lua` once on one server: whether our lease was extended.

@@ -16,11 +16,11 @@ use super::{Attempt, LockKey};
 use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
-/// Longest counter retention (100 years, as in `acquire.lua`), and the lease
+/// Longest counter retention (100 years, as in `fence.lua`), and the lease
 /// of a ttl too long for an `Instant`: no ttl can overflow a deadline.
 const FAR_FUTURE: Duration = Duration::from_secs(3_155_760_000);
-/// Shortest time a fencing counter is kept after its last acquisition; the
-/// retention is the larger of this and twice the lease, as in `acquire.lua`.
+/// Shortest time a fencing counter is kept after it last issued a token; the
+/// retention is the larger of this and twice the lease, as in `fence.lua`.
 const MIN_RETENTION: Duration = Duration::from_secs(600);
 /// Entries below which the table is never swept.
 const MIN_SWEEP: usize = 1024;
@@ -30,7 +30,7 @@ struct Entry {
     holder: Option<Held>,
     /// The last fencing token issued for the key.
     fence: u64,
-    /// When the counter may be forgotten if no acquisition came since.
+    /// When the counter may be forgotten if no token was issued since.
     retained_until: Instant,
 }
 
@@ -80,7 +80,6 @@ impl MemoryBackend {
             };
         }
         table.sweep_if_grown(now);
-        let ttl = Duration::from_millis(ttl_ms);
         let entry = table
             .entries
             .entry(key.lock.clone())
@@ -89,16 +88,35 @@ impl MemoryBackend {
                 fence: 0,
                 retained_until: now,
             });
-        let fence = entry.fence.saturating_add(1).max(wall_clock_micros());
-        *entry = Entry {
-            holder: Some(Held {
-                token: token.clone(),
-                expires: deadline(now, ttl),
-            }),
-            fence,
-            retained_until: deadline(now, retention(ttl)),
-        };
-        Attempt::Acquired { fence }
+        entry.holder = Some(Held {
+            token: token.clone(),
+            expires: deadline(now, Duration::from_millis(ttl_ms)),
+        });
+        Attempt::Acquired
+    }
+
+    /// The next fencing token of `key` if `token` holds it: max(last + 1,
+    /// wall clock in µs), as `fence.lua` issues them.
+    pub(crate) fn fence(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> Option<u64> {
+        self.fence_at(key, token, ttl_ms, Instant::now())
+    }
+
+    /// [`fence`](Self::fence) as if it ran at `now`.
+    fn fence_at(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> Option<u64> {
+        let mut table = self.table();
+        let entry = table
+            .entries
+            .get_mut(&key.lock)
+            .filter(|entry| entry.held_by(token, now))?;
+        entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
+        entry.retained_until = deadline(now, retention(Duration::from_millis(ttl_ms)));
+        Some(entry.fence)
     }
 
     pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
@@ -205,11 +223,23 @@ mod tests {
         crate::keys::KeySpace::new("lock:".into()).key(name)
     }
 
-    fn acquired(attempt: Attempt) -> u64 {
-        match attempt {
-            Attempt::Acquired { fence } => fence,
-            busy => panic!("expected the lock, got {busy:?}"),
-        }
+    fn acquired(attempt: Attempt) {
+        assert_eq!(attempt, Attempt::Acquired, "expected the lock");
+    }
+
+    /// Takes `name` at `now` and has a fencing token issued (which is what
+    /// keeps the key's counter).
+    fn fenced(
+        backend: &MemoryBackend,
+        name: &str,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> u64 {
+        acquired(backend.try_lock_at(&key(name), token, ttl_ms, now));
+        backend
+            .fence_at(&key(name), token, ttl_ms, now)
+            .expect("the holder gets a token")
     }
 
     fn entries(backend: &MemoryBackend) -> usize {
@@ -221,16 +251,32 @@ mod tests {
         let backend = MemoryBackend::new();
         let token = OwnerToken::generate();
         let start = Instant::now();
-        let first = acquired(backend.try_lock_at(&key("reused"), &token, 1_000, start));
+        let first = fenced(&backend, "reused", &token, 1_000, start);
         for i in 1..MIN_SWEEP {
-            backend.try_lock_at(&key(&format!("k{i}")), &token, 1_000, start);
+            fenced(&backend, &format!("k{i}"), &token, 1_000, start);
         }
         assert_eq!(entries(&backend), MIN_SWEEP);
 
         let later = start + MIN_RETENTION + Duration::from_secs(1);
-        let again = acquired(backend.try_lock_at(&key("reused"), &token, 1_000, later));
+        let again = fenced(&backend, "reused", &token, 1_000, later);
         assert_eq!(entries(&backend), 1, "only the new acquisition is left");
         assert!(again > first, "a forgotten counter restarts from the clock");
+    }
+
+    #[test]
+    fn only_the_holder_gets_tokens_and_each_is_above_the_last() {
+        let backend = MemoryBackend::new();
+        let (first, second) = (OwnerToken::generate(), OwnerToken::generate());
+        let k = key("fenced");
+        acquired(backend.try_lock(&k, &first, 1_000));
+        let a = backend.fence(&k, &first, 1_000).unwrap();
+        let b = backend.fence(&k, &first, 1_000).unwrap();
+        assert!(b > a);
+        assert_eq!(backend.fence(&k, &second, 1_000), None);
+        assert!(backend.unlock(&k, &first));
+        assert_eq!(backend.fence(&k, &first, 1_000), None, "released: no token");
+        acquired(backend.try_lock(&k, &second, 1_000));
+        assert!(backend.fence(&k, &second, 1_000).unwrap() > b);
     }
 
     #[test]
@@ -240,9 +286,9 @@ mod tests {
         let start = Instant::now();
         let hour = Duration::from_secs(3_600);
         backend.try_lock_at(&key("held"), &token, 3_600_000, start);
-        backend.try_lock_at(&key("recent"), &token, 1_000, start + hour / 12);
+        fenced(&backend, "recent", &token, 1_000, start + hour / 12);
         for i in 2..MIN_SWEEP {
-            backend.try_lock_at(&key(&format!("k{i}")), &token, 1_000, start);
+            fenced(&backend, &format!("k{i}"), &token, 1_000, start);
         }
 
         backend.try_lock_at(
@@ -267,7 +313,7 @@ mod tests {
         let mut largest = 0;
         for i in 0..100_000u32 {
             let now = start + step * i;
-            backend.try_lock_at(&key(&format!("k{i}")), &token, 10, now);
+            fenced(&backend, &format!("k{i}"), &token, 10, now);
             largest = largest.max(entries(&backend));
         }
         // Counters live MIN_RETENTION, one key per step: at most `live` at a

@@ -1,6 +1,6 @@
-//! Where locks live. Every backend offers the same four steps (try, release,
-//! renew, wait for a release), so guards, watchdog and the macro never need to
-//! know which one they talk to.
+//! Where locks live. Every backend offers the same steps (try, release,
+//! renew, issue a fencing token, wait for a release), so guards, watchdog and
+//! the macro never need to know which one they talk to.
 
 mod commands;
 mod connection;
@@ -28,8 +28,9 @@ use crate::LockError;
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// We hold the lock now, with this fencing token.
-    Acquired { fence: u64 },
+    /// We hold the lock now (its fencing token is issued on request, see
+    /// [`Backend::fence`]).
+    Acquired,
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
 }
@@ -44,7 +45,7 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// One atomic attempt: take the lock with a TTL and a fencing token, or report the holder's remaining TTL.
+    /// One atomic attempt: take the lock with a TTL, or report the holder's remaining TTL.
     /// With `replicas`, a granted lock must also reach that many replicas (the
     /// in-memory backend ignores it, Redlock refuses it). A non-zero
     /// `queue_for` keeps a place in the key's waiter queue for that long when
@@ -93,6 +94,23 @@ impl Backend {
             Backend::Redis(redis) => redis.renew(key, token, ttl_ms).await,
             Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.renew(key, token, ttl_ms).await,
+        }
+    }
+
+    /// The next fencing token of `key`, issued only if `token` holds it:
+    /// above every token issued for `key` before, by any holder, also after a
+    /// restart from stale data (see `fence.lua`). `Ok(None)`: not ours (any
+    /// more). `ttl_ms` is the lease's, which sets how long the counter is kept.
+    pub(crate) async fn fence(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<Option<u64>, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.fence(key, token, ttl_ms).await,
+            Backend::Memory(memory) => Ok(memory.fence(key, token, ttl_ms)),
+            Backend::Redlock(redlock) => redlock.fence(key, token, ttl_ms).await,
         }
     }
 

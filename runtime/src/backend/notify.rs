@@ -367,21 +367,19 @@ fn text(value: Option<&Value>) -> Option<&str> {
     }
 }
 
-/// Routes one release message, `[channel, payload]`: `<token>:<fence>` hands
-/// the lock to the queued waiter with that owner token (if it waits in this
-/// process), anything else (`1`) wakes one local waiter of the channel.
+/// Routes one release message, `[channel, payload]`: `1` (see
+/// `release.lua`) wakes one local waiter of the channel; any other payload is
+/// the owner token of the queued waiter the lock was handed to, which gets
+/// it if it waits in this process.
 fn deliver_release(queues: &WaitQueues, data: &[Value]) {
     let Some(channel) = text(data.first()) else {
         return;
     };
-    let grant = text(data.get(1))
-        .and_then(|payload| payload.split_once(':'))
-        .and_then(|(token, fence)| Some((token, fence.parse::<u64>().ok()?)));
-    match grant {
-        Some((token, fence)) => {
-            queues.grant(channel, token, fence);
+    match text(data.get(1)) {
+        Some("1") | None => queues.wake_one(channel),
+        Some(token) => {
+            queues.grant(channel, token);
         }
-        None => queues.wake_one(channel),
     }
 }
 

@@ -9,7 +9,9 @@ use redis::aio::ConnectionManager;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
-use super::commands::{acquire, acquire_invocation, attempt_from_reply, release, renew};
+use super::commands::{
+    acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
+};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::notify::Notifications;
 use super::tls::TlsConfig;
@@ -57,7 +59,7 @@ impl RedisBackend {
 
     /// One attempt; a busy lock keeps (or gives) us a place in its waiter
     /// queue for `queue_for` unless that is zero. With `replicas`, acquire
-    /// and `WAIT` in one round trip, without queueing.
+    /// and `WAIT` in one round trip.
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
@@ -67,9 +69,16 @@ impl RedisBackend {
         queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         if let Some(replicas) = replicas {
-            return self.try_lock_replicated(key, token, ttl_ms, replicas).await;
+            return self
+                .try_lock_replicated(key, token, ttl_ms, replicas, queue_for)
+                .await;
         }
-        let reply = acquire(&mut self.commands.clone(), key, token, ttl_ms, queue_for).await;
+        let connection = &mut self.commands.clone();
+        let reply = if queue_for.is_zero() {
+            try_set(connection, key, token, ttl_ms).await
+        } else {
+            acquire(connection, key, token, ttl_ms, queue_for).await
+        };
         match reply {
             Ok(attempt) => Ok(attempt),
             Err(err) => {
@@ -91,9 +100,10 @@ impl RedisBackend {
         token: &OwnerToken,
         ttl_ms: u64,
         replicas: MinReplicas,
+        queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(key, token, ttl_ms, Duration::ZERO);
+        let invocation = acquire_invocation(key, token, ttl_ms, queue_for);
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -187,6 +197,17 @@ impl RedisBackend {
         ttl_ms: u64,
     ) -> Result<bool, LockError> {
         renew(&mut self.commands.clone(), key, token, ttl_ms)
+            .await
+            .map_err(lock_error)
+    }
+
+    pub(crate) async fn fence(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<Option<u64>, LockError> {
+        issue_fence(&mut self.commands.clone(), key, token, ttl_ms)
             .await
             .map_err(lock_error)
     }

@@ -14,7 +14,7 @@
 //! lease's safety margin (6 % of the ttl + 2 ms, see `lease.rs`) allows for
 //! the nodes' clocks running at slightly different rates and for the body to
 //! stop in time; the acquisition succeeds only if that is still in the
-//! future once the fencing token is written back (below).
+//! future once the quorum answered.
 //!
 //! When it fails, the lock is released on *all* nodes, also on those that did
 //! not answer (their SET may have landed), and the attempt reports `Busy`: the
@@ -26,18 +26,19 @@
 //! naming the unreachable nodes.
 //!
 //! # Fencing tokens
-//! Each node's acquire script issues its own token. The lock's token T is the
-//! maximum over the granting quorum, and `fence_floor.lua` raises every node's
-//! counter to at least T; the acquisition needs a quorum of those writes
-//! acknowledged *by granting nodes*. Any later quorum shares a node with that
-//! set, on which it was granted only after our key there was gone, that is,
-//! after the write: its maximum is at least T + 1. This costs one extra round
-//! trip on Redlock acquisitions only; renewal, release and the single-instance
-//! backend are unchanged. A node restarted empty or from a stale snapshot
-//! forgets or rewinds its counters; the acquire script's clock floor (every
-//! token is at least the node's time in µs) then keeps tokens rising, as for
-//! a single server, as long as the nodes' clocks differ by less than the
-//! counters' retention (max(2 × ttl, 10 min)).
+//! Issued on request, to a holder only. `fence.lua` goes to every node at
+//! once and issues that node's next token where the lock is ours there. The
+//! lock's token T is the maximum over a quorum of such nodes, and
+//! `fence_floor.lua` raises every node's counter to at least T; the token is
+//! handed out only once a quorum of those writes was acknowledged *by nodes
+//! where the lock is ours*. Any later holder's quorum shares a node with that
+//! set, on which its own token comes after the write: it is at least T + 1.
+//! That costs two round trips, once per lease, and only when the holder asks
+//! for its token. A node restarted empty or from a stale snapshot forgets or
+//! rewinds its counters; `fence.lua`'s clock floor (every token is at least
+//! the node's time in µs) then keeps tokens rising, as for a single server,
+//! as long as the nodes' clocks differ by less than the counters' retention
+//! (max(2 × ttl, 10 min)).
 //!
 //! # Renewal and release
 //! Both go to all nodes at once and wait for every answer (renewal within the
@@ -83,7 +84,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
-use super::commands::{acquire, release, renew};
+use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::notify::Notifications;
 use super::scripts;
@@ -119,8 +120,8 @@ struct Node {
 /// The answers to one acquisition round, as they arrive.
 #[derive(Default)]
 struct Round {
-    /// Nodes that granted, with their fencing tokens.
-    granted: Vec<(usize, u64)>,
+    /// Nodes that granted.
+    granted: usize,
     /// Remaining TTLs reported by nodes held by another owner.
     busy: Vec<Option<Duration>>,
     /// Nodes that failed or did not answer in time.
@@ -243,7 +244,7 @@ impl RedlockBackend {
             |mut node| async move { acquire(&mut node, key, token, ttl_ms, Duration::ZERO).await },
             |index, reply| {
                 match reply {
-                    Ok(Attempt::Acquired { fence }) => round.granted.push((index, fence)),
+                    Ok(Attempt::Acquired) => round.granted += 1,
                     Ok(Attempt::Busy { remaining }) => round.busy.push(remaining),
                     Err(err) => round.failed.push((index, err)),
                 }
@@ -251,25 +252,15 @@ impl RedlockBackend {
             },
         )
         .await;
-        if round.granted.len() >= quorum {
-            let fence = round
-                .granted
-                .iter()
-                .map(|&(_, fence)| fence)
-                .max()
-                .unwrap_or(0);
-            let granted: Vec<usize> = round.granted.iter().map(|&(index, _)| index).collect();
-            let written = self
-                .write_fence(key, fence, ttl_ms, &granted, timeout)
-                .await;
+        if round.granted >= quorum {
             let elapsed = started.elapsed();
-            if written >= quorum && elapsed < lease::validity(ttl) {
-                return Ok(Attempt::Acquired { fence });
+            if elapsed < lease::validity(ttl) {
+                return Ok(Attempt::Acquired);
             }
-            tracing::debug!(key = %key.user, written, ?elapsed, "Redlock quorum granted, but too late or the fencing token did not reach a quorum; releasing");
+            tracing::debug!(key = %key.user, ?elapsed, "Redlock quorum granted, but too late; releasing");
         }
         self.release_everywhere(key, token, timeout).await;
-        let answered = round.granted.len() + round.busy.len();
+        let answered = round.granted + round.busy.len();
         if answered < quorum {
             return Err(self.unreachable(
                 &format!("only {answered} of {n} Redlock nodes answered the acquisition, a quorum needs {quorum}"),
@@ -278,10 +269,10 @@ impl RedlockBackend {
         }
         let longest = round.busy.iter().flatten().max().copied();
         let remaining = match longest {
-            Some(longest) if round.granted.is_empty() => longest,
+            Some(longest) if round.granted == 0 => longest,
             _ => jitter(),
         };
-        tracing::debug!(key = %key.user, granted = round.granted.len(), busy = round.busy.len(), failed = round.failed.len(), "Redlock round without quorum");
+        tracing::debug!(key = %key.user, granted = round.granted, busy = round.busy.len(), failed = round.failed.len(), "Redlock round without quorum");
         Ok(Attempt::Busy {
             remaining: Some(remaining),
         })
@@ -347,6 +338,58 @@ impl RedlockBackend {
         }
     }
 
+    /// Issues a token on every node where the lock is ours and, with a quorum
+    /// of them, writes their maximum back; see the module documentation.
+    /// `Ok(None)`: the lock is no longer ours on a quorum.
+    pub(crate) async fn fence(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<Option<u64>, LockError> {
+        let timeout = self.node_timeout(Duration::from_millis(ttl_ms));
+        let n = self.nodes.len();
+        let (mut ours, mut not_ours, mut failed) = (Vec::new(), 0, Vec::new());
+        self.on_every_node(
+            timeout,
+            |mut node| async move { issue_fence(&mut node, key, token, ttl_ms).await },
+            |index, reply| {
+                match reply {
+                    Ok(Some(fence)) => ours.push((index, fence)),
+                    Ok(None) => not_ours += 1,
+                    Err(err) => failed.push((index, err)),
+                }
+                false
+            },
+        )
+        .await;
+        if not_ours > n - self.quorum {
+            return Ok(None);
+        }
+        if ours.len() < self.quorum {
+            return Err(self.unreachable(
+                &format!(
+                    "a fencing token was issued on {} of {n} Redlock nodes, a quorum needs {}",
+                    ours.len(),
+                    self.quorum
+                ),
+                failed,
+            ));
+        }
+        let fence = ours.iter().map(|&(_, fence)| fence).max().unwrap_or(0);
+        let holders: Vec<usize> = ours.iter().map(|&(index, _)| index).collect();
+        let written = self
+            .write_fence(key, fence, ttl_ms, &holders, timeout)
+            .await;
+        if written < self.quorum {
+            return Err(LockError::Connection(format!(
+                "the fencing token reached {written} of {n} Redlock nodes, a quorum needs {}",
+                self.quorum
+            )));
+        }
+        Ok(Some(fence))
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.notifications.local_waiters(&key.lock)
     }
@@ -362,14 +405,14 @@ impl RedlockBackend {
     }
 
     /// Raises the fencing counter to `fence` on every node and refreshes its
-    /// expiry for a lease of `ttl_ms`; returns how many of the `granted` nodes
-    /// acknowledged, stopping once a quorum did.
+    /// expiry for a lease of `ttl_ms`; returns how many of the `holders`
+    /// (nodes where the lock is ours) acknowledged, stopping once a quorum did.
     async fn write_fence(
         &self,
         key: &LockKey,
         fence: u64,
         ttl_ms: u64,
-        granted: &[usize],
+        holders: &[usize],
         timeout: Duration,
     ) -> usize {
         let mut acknowledged = 0;
@@ -379,12 +422,12 @@ impl RedlockBackend {
                 scripts::FENCE_FLOOR
                     .key(&key.fence)
                     .arg(fence)
-                    .arg(ttl_ms)
+                    .arg(fence_retention_ms(ttl_ms))
                     .invoke_async::<i64>(&mut node)
                     .await
             },
             |index, reply| {
-                if reply.is_ok() && granted.contains(&index) {
+                if reply.is_ok() && holders.contains(&index) {
                     acknowledged += 1;
                 }
                 acknowledged >= self.quorum

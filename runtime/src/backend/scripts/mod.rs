@@ -1,18 +1,22 @@
-//! The Lua scripts: each state change of a lock is one script, one round trip.
-//! Hashed once per process; sent by EVALSHA with an EVAL fallback on NOSCRIPT.
-//! `prelude.lua` holds the functions acquire and release share (fencing
-//! tokens, the waiter queue); it is prepended to both.
+//! The Lua scripts: each state change of a lock that needs more than one
+//! command is one script, one round trip (the uncontended acquisition is a
+//! plain `SET NX PX`). Hashed once per process; sent by EVALSHA with an EVAL
+//! fallback on NOSCRIPT. `prelude.lua` holds the functions the scripts share
+//! (the server clock, the waiter queue); it is prepended to each that uses
+//! them.
 
 use once_cell::sync::Lazy;
 use redis::Script;
 
-/// SET NX PX plus a fencing token above every earlier one, also after a
-/// restart from stale data, in arrival order when waiters queue; see
-/// `acquire.lua`.
+/// SET NX PX in arrival order when waiters queue, joining the queue when
+/// busy, or confirming a hand-off; see `acquire.lua`.
 pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("acquire.lua")));
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("release.lua")));
+/// A fencing token above every earlier one of the key, also after a restart
+/// from stale data, for the current holder only; see `fence.lua`.
+pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see
