@@ -7,6 +7,7 @@
 //! cargo bench --bench lock_throughput            # starts its own redis-servers
 //! REDIS_URL=redis://127.0.0.1:6379 cargo bench --bench lock_throughput
 //! LOCK_BENCH_REDIS_CPUS=0 LOCK_BENCH_CLIENT_CPUS=1-3 cargo bench --bench lock_throughput
+//! LOCK_BENCH_ONLY=U1,U32 cargo bench --bench lock_throughput   # only these workloads
 //! ```
 //!
 //! Measured as production runs: each redis-server the bench starts is pinned
@@ -16,12 +17,14 @@
 //! [`cpu`]). The Tokio runtime has one worker per client CPU.
 //!
 //! The subjects (one column each, see [`subjects`]): **ours** (`acquire` and
-//! `release`), **raw** (SET NX PX polled every 1 ms, EVALSHA
+//! `release`; **ours+fence** asks for the fencing token too), **raw** (SET NX PX polled every 1 ms, EVALSHA
 //! compare-and-delete; see [`raw`]), **ours on Redlock** over 3 more local
 //! redis-servers, and **macro**, **with_lock**, **acquire+release** around an
 //! empty body with the attribute's options. Workloads: U1, U32 and C8 in this
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
-//! R3-U1 and M-U1 (U1 on Redlock, and through the attribute).
+//! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
+//! through the attribute). Round trips are counted in one more, smaller run
+//! of each under MONITOR ([`monitor`]).
 //!
 //! The subjects take turns going first from round to round ([`measure`]);
 //! the fastest run of each is printed ([`report`]) with the first column
@@ -43,6 +46,7 @@
 mod cpu;
 mod cross_process;
 mod measure;
+mod monitor;
 mod raw;
 mod redis_stats;
 mod report;
@@ -118,6 +122,25 @@ const TABLES: &[Table] = &[
                 run: |side, scale| Box::pin(cross_process::x4(side, scale)),
                 rounds: 3,
                 figures: CONTENDED,
+            },
+        ],
+    },
+    Table {
+        title: "F-U1, F-U32: U1 and U32 with the fencing token asked for once per cycle \
+                (ours+fence), beside ours without it and raw, on one redis-server.",
+        subjects: &[Subject::OursFenced, Subject::Ours, Subject::Raw],
+        workloads: &[
+            Workload {
+                name: "F-U1",
+                run: |side, scale| Box::pin(workloads::u1(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "F-U32",
+                run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
             },
         ],
     },
@@ -213,7 +236,11 @@ fn main() {
             let sides: Vec<Side> = table.subjects.iter().map(|s| setup.side(*s)).collect();
             let mut runs = Vec::new();
             for workload in table.workloads {
-                runs.push(measure(workload, &sides, scale).await);
+                if selected(workload.name) {
+                    runs.push(measure(workload, &sides, scale).await);
+                } else {
+                    runs.push(Vec::new());
+                }
             }
             results.push(runs);
         }
@@ -245,6 +272,15 @@ fn main() {
         }
         print_command_time(TABLES, &results);
     });
+}
+
+/// Whether `workload` runs: all do unless `LOCK_BENCH_ONLY` lists some
+/// (comma-separated names, e.g. `U1,U32`).
+fn selected(workload: &str) -> bool {
+    std::env::var("LOCK_BENCH_ONLY").map_or(true, |only| {
+        only.split(',')
+            .any(|name| name.trim().eq_ignore_ascii_case(workload))
+    })
 }
 
 /// CPUs this process may run on (after pinning: the client CPUs).

@@ -2,12 +2,13 @@
 //! and CPU counters taken around every run, and the best run of each subject
 //! is kept.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use crate::cpu::process_cpu;
+use crate::monitor::{self, Accounting};
 use crate::redis_stats::{Admin, CommandStat};
 use crate::report::Figure;
 use crate::subjects::{Side, Subject};
@@ -45,10 +46,9 @@ pub struct Run {
     pub server_cpu: Duration,
     /// Calls and time per command during the run, on the subject's servers.
     pub commands: BTreeMap<String, CommandStat>,
-    /// Those of `commands` the client sent itself (each is a round trip; a
-    /// script is one): the ones Redis refuses inside scripts, plus the
-    /// subject's [`Subject::plain_commands`].
-    pub sent: BTreeSet<String>,
+    /// Who sent the commands, from one more run under MONITOR
+    /// ([`monitor::account`]); set on the run that is reported.
+    pub accounting: Accounting,
 }
 
 /// Runs `workload` its number of rounds through each side, and returns the
@@ -78,13 +78,16 @@ pub async fn measure(workload: &Workload, sides: &[Side], scale: Scale) -> Vec<R
             runs[index].push(run);
         }
     }
-    runs.into_iter()
-        .map(|runs| {
-            runs.into_iter()
-                .max_by(|a, b| a.cycles_per_sec().total_cmp(&b.cycles_per_sec()))
-                .expect("every workload runs at least once")
-        })
-        .collect()
+    let mut best = Vec::with_capacity(sides.len());
+    for (runs, side) in runs.into_iter().zip(sides) {
+        let mut run = runs
+            .into_iter()
+            .max_by(|a, b| a.cycles_per_sec().total_cmp(&b.cycles_per_sec()))
+            .expect("every workload runs at least once");
+        run.accounting = monitor::account(workload, side, scale).await;
+        best.push(run);
+    }
+    best
 }
 
 /// Where the counters of a run start from.
@@ -119,19 +122,11 @@ async fn run_once(workload: &Workload, side: &Side, scale: Scale) -> Run {
     let client_cpu = process_cpu()
         .zip(before.client_cpu)
         .map(|(after, before)| after.saturating_sub(before) + timings.worker_cpu);
-    let mut sent = servers.client_only(commands.keys()).await;
-    sent.extend(
-        side.subject
-            .plain_commands()
-            .iter()
-            .map(|name| (*name).to_owned())
-            .filter(|name| commands.contains_key(name)),
-    );
     Run {
         timings,
         client_cpu,
         server_cpu,
         commands,
-        sent,
+        accounting: Accounting::default(),
     }
 }

@@ -1,14 +1,13 @@
 //! What the Redis servers did during a run, from their own counters: calls
 //! and time of each command (`INFO commandstats`, zeroed by `CONFIG
-//! RESETSTAT` before the run) and process CPU (`INFO cpu`); which commands
-//! only a client can send (`COMMAND INFO`); and a server's process id.
+//! RESETSTAT` before the run) and process CPU (`INFO cpu`); and a server's
+//! process id. Who sent the commands is counted by [`crate::monitor`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use distributed_lock_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
-use redis::Value;
 
 /// Calls of one command during a run, and the time Redis spent executing
 /// them (`usec`; for EVALSHA that includes the commands its script runs).
@@ -21,7 +20,10 @@ pub struct CommandStat {
 /// Connections for the counters, apart from the clients', to every server
 /// one subject uses; the figures are summed over them.
 #[derive(Clone)]
-pub struct Admin(Vec<MultiplexedConnection>);
+pub struct Admin {
+    connections: Vec<MultiplexedConnection>,
+    urls: Vec<String>,
+}
 
 impl Admin {
     /// Connects to each of `urls`; panics if one is unreachable.
@@ -35,12 +37,31 @@ impl Admin {
                 .expect("admin: cannot connect");
             connections.push(connection);
         }
-        Admin(connections)
+        Admin {
+            connections,
+            urls: urls.to_vec(),
+        }
+    }
+
+    /// The servers' URLs.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// Sends `ECHO text` to every server (a marker in their MONITOR logs).
+    pub async fn echo(&mut self, text: &str) {
+        for connection in &mut self.connections {
+            redis::cmd("ECHO")
+                .arg(text)
+                .query_async::<()>(connection)
+                .await
+                .expect("ECHO");
+        }
     }
 
     /// Zeroes the command counters of every server (`CONFIG RESETSTAT`).
     pub async fn reset(&mut self) {
-        for connection in &mut self.0 {
+        for connection in &mut self.connections {
             redis::cmd("CONFIG")
                 .arg("RESETSTAT")
                 .query_async::<()>(connection)
@@ -85,36 +106,6 @@ impl Admin {
         Duration::from_secs_f64(seconds)
     }
 
-    /// Those of `names` that Redis refuses inside scripts (flag `noscript`,
-    /// e.g. EVALSHA, SUBSCRIBE): each call of one came from a client.
-    pub async fn client_only<'a>(
-        &mut self,
-        names: impl IntoIterator<Item = &'a String>,
-    ) -> BTreeSet<String> {
-        let names: Vec<&String> = names.into_iter().collect();
-        let Some(connection) = self.0.first_mut() else {
-            return BTreeSet::new();
-        };
-        if names.is_empty() {
-            return BTreeSet::new();
-        }
-        let reply: Value = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(&names)
-            .query_async(connection)
-            .await
-            .expect("COMMAND INFO");
-        let Value::Array(entries) = reply else {
-            return BTreeSet::new();
-        };
-        names
-            .iter()
-            .zip(&entries)
-            .filter(|(_, entry)| has_flag(entry, "noscript"))
-            .map(|(name, _)| (*name).clone())
-            .collect()
-    }
-
     /// The version of the first server.
     pub async fn redis_version(&mut self) -> String {
         let info = self.info("server").await;
@@ -127,8 +118,8 @@ impl Admin {
 
     /// One section of `INFO` from each server.
     async fn info(&mut self, section: &str) -> Vec<String> {
-        let mut infos = Vec::with_capacity(self.0.len());
-        for connection in &mut self.0 {
+        let mut infos = Vec::with_capacity(self.connections.len());
+        for connection in &mut self.connections {
             let info = redis::cmd("INFO")
                 .arg(section)
                 .query_async(connection)
@@ -170,20 +161,4 @@ fn parse_commandstat(line: &str) -> Option<(&str, CommandStat)> {
             usec: field("usec")?,
         },
     ))
-}
-
-/// Whether one `COMMAND INFO` entry (name, arity, flags, ...) lists `flag`;
-/// false for an unknown command (a nil entry).
-fn has_flag(entry: &Value, flag: &str) -> bool {
-    let Value::Array(fields) = entry else {
-        return false;
-    };
-    let Some(Value::Array(flags)) = fields.get(2) else {
-        return false;
-    };
-    flags.iter().any(|value| match value {
-        Value::SimpleString(name) => name == flag,
-        Value::BulkString(name) => name == flag.as_bytes(),
-        _ => false,
-    })
 }

@@ -67,26 +67,18 @@ impl Figure {
             Figure::ClientCpu => run.client_cpu.map_or(f64::NAN, |cpu| run.per_cycle(cpu)),
             Figure::ServerCpu => run.per_cycle(run.server_cpu),
             Figure::CommandTime => {
-                let usec: u64 = run
+                let usec: f64 = run
                     .commands
                     .iter()
-                    .filter(|(name, _)| run.sent.contains(*name))
-                    .map(|(_, stat)| stat.usec)
+                    .map(|(name, stat)| stat.usec as f64 * run.accounting.sent_share(name))
                     .sum();
-                run.per_cycle(Duration::from_micros(usec))
+                usec * 1e-6 / timings.cycles as f64
             }
             Figure::Commands => {
                 run.commands.values().map(|stat| stat.calls).sum::<u64>() as f64
                     / timings.cycles as f64
             }
-            Figure::RoundTrips => {
-                run.commands
-                    .iter()
-                    .filter(|(name, _)| run.sent.contains(*name))
-                    .map(|(_, stat)| stat.calls)
-                    .sum::<u64>() as f64
-                    / timings.cycles as f64
-            }
+            Figure::RoundTrips => run.accounting.round_trips_per_cycle(),
         }
     }
 
@@ -128,7 +120,12 @@ impl Run {
 
 /// Prints `table` with the best run of each subject per workload (`results`
 /// in the order of `table.workloads`, each in the order of `table.subjects`).
+/// Workloads that did not run (see `LOCK_BENCH_ONLY`) are left out, and so
+/// is a table none of whose workloads ran.
 pub fn print_table(table: &Table, results: &[Vec<Run>]) {
+    if results.iter().all(Vec::is_empty) {
+        return;
+    }
     let (first, others) = table.subjects.split_first().expect("a table has subjects");
     let mut header = String::from("| workload | figure |");
     let mut rule = String::from("|---|---|");
@@ -142,6 +139,9 @@ pub fn print_table(table: &Table, results: &[Vec<Run>]) {
     }
     println!("{}\n\n{header}\n{rule}", table.title);
     for (workload, runs) in table.workloads.iter().zip(results) {
+        if runs.is_empty() {
+            continue;
+        }
         for figure in workload.figures {
             let mut row = format!("| {} | {} |", workload.name, figure.label());
             for run in runs {
@@ -166,8 +166,11 @@ pub fn print_table(table: &Table, results: &[Vec<Run>]) {
 pub fn print_command_time(tables: &[Table], results: &[Vec<Vec<Run>>]) {
     println!(
         "Where the Redis command time goes (`INFO commandstats`): per command, \
-         calls per cycle × µs per call. * = sent by the client (a round trip); its \
-         time includes the commands its script runs, which are listed too.\n"
+         calls per cycle × µs per call. * = sent by clients, wholly or in part (the \
+         rest ran inside scripts), as counted in a run under MONITOR; a script's \
+         time includes the commands it runs, which are listed too. The command \
+         time per cycle sums what clients sent: a command's time in the share \
+         clients sent.\n"
     );
     println!("| workload | subject | command time/cycle | by command |\n|---|---|--:|---|");
     for (table, table_runs) in tables.iter().zip(results) {
@@ -180,7 +183,11 @@ pub fn print_command_time(tables: &[Table], results: &[Vec<Vec<Run>>]) {
                     .map(|(name, stat)| {
                         format!(
                             "{name}{} {:.2} × {:.2} µs",
-                            if run.sent.contains(*name) { "*" } else { "" },
+                            if run.accounting.sent_share(name) > 0.0 {
+                                "*"
+                            } else {
+                                ""
+                            },
                             stat.calls as f64 / run.timings.cycles as f64,
                             stat.usec as f64 / stat.calls.max(1) as f64,
                         )

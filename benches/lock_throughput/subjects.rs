@@ -21,6 +21,9 @@ const NAMESPACE: &str = "ours:";
 pub enum Subject {
     /// `acquire` (ttl 10 s, wait 10 s) and `release` on the one server.
     Ours,
+    /// As `Ours`, and the guard's fencing token asked for once per cycle,
+    /// as code that writes to fenced storage does.
+    OursFenced,
     /// The hand-written baseline on the one server.
     Raw,
     /// As `Ours`, on a Redlock manager over the 3 Redlock servers.
@@ -38,6 +41,7 @@ impl Subject {
     pub fn label(self) -> &'static str {
         match self {
             Subject::Ours => "ours",
+            Subject::OursFenced => "ours+fence",
             Subject::Raw => "raw",
             Subject::OursRedlock => "ours on Redlock",
             Subject::Macro => "macro",
@@ -51,16 +55,6 @@ impl Subject {
         [Subject::Ours, Subject::Raw]
             .into_iter()
             .find(|subject| subject.label() == label)
-    }
-
-    /// Commands the subject sends itself that scripts may run too, so that
-    /// the server's counters cannot tell who sent them: the baseline's SET.
-    /// Every other command a subject sends is one Redis refuses in scripts.
-    pub fn plain_commands(self) -> &'static [&'static str] {
-        match self {
-            Subject::Raw => &["set"],
-            _ => &[],
-        }
     }
 }
 
@@ -110,6 +104,14 @@ impl Setup {
         let attribute = LockOptions::new().ttl(TTL);
         let (client, servers) = match subject {
             Subject::Ours => (Client::ours(&self.single, ours_options()), &self.server),
+            Subject::OursFenced => (
+                Client::Ours {
+                    manager: self.single.clone(),
+                    options: ours_options(),
+                    fence: true,
+                },
+                &self.server,
+            ),
             Subject::Raw => (Client::Raw(self.raw.clone()), &self.server),
             Subject::OursRedlock => (Client::ours(&self.redlock, ours_options()), &self.nodes),
             Subject::Macro => (
@@ -153,10 +155,12 @@ fn ours_options() -> LockOptions {
 /// The lock client under measurement.
 #[derive(Clone)]
 pub enum Client {
-    /// `acquire` with these options, then `release`.
+    /// `acquire` with these options, the fencing token if `fence`, then
+    /// `release`.
     Ours {
         manager: LockManager,
         options: LockOptions,
+        fence: bool,
     },
     Raw(Raw),
     /// The attribute; its key is built from the key index, so only for U1's
@@ -204,6 +208,7 @@ impl Client {
         Client::Ours {
             manager: manager.clone(),
             options,
+            fence: false,
         }
     }
 
@@ -243,11 +248,21 @@ impl Client {
 
     async fn acquire(&mut self, key: &str) -> Held {
         match self {
-            Client::Ours { manager, options } => {
+            Client::Ours {
+                manager,
+                options,
+                fence,
+            } => {
                 let guard = manager
                     .acquire(key, options.clone())
                     .await
                     .unwrap_or_else(|err| panic!("ours: acquire `{key}`: {err}"));
+                if *fence {
+                    guard
+                        .fencing_token()
+                        .await
+                        .unwrap_or_else(|err| panic!("ours: fencing token of `{key}`: {err}"));
+                }
                 Held::Ours(guard)
             }
             Client::Raw(raw) => Held::Raw(raw.acquire(key).await),
