@@ -5,6 +5,8 @@ mod nodes;
 mod slot;
 
 use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::thread;
 use std::time::{Duration, Instant};
 
 pub use slot::{key_slot, CLUSTER_SLOTS};
@@ -28,6 +30,8 @@ const SETTLE_BASE: Duration = Duration::from_secs(10);
 const SETTLE_NODE_TIMEOUTS: u32 = 10;
 /// When to ask again for a manual failover: Redis gives one up after 5 s.
 const MANUAL_FAILOVER_RETRY: Duration = Duration::from_secs(6);
+/// Added to 2 node timeouts before the harness fails over a shard again.
+const VOTE_MARGIN: Duration = Duration::from_millis(500);
 /// Keys moved by one `MIGRATE`.
 const MIGRATE_BATCH: usize = 100;
 /// Rounds of `MIGRATE` at most for one slot: a million keys.
@@ -114,6 +118,7 @@ impl RedisClusterBuilder {
         let cluster = RedisCluster {
             nodes,
             node_timeout: self.node_timeout,
+            last_election: Mutex::new(None),
         };
         cluster.form(self.primaries, self.replicas_per_primary);
         cluster
@@ -145,6 +150,8 @@ impl RedisClusterBuilder {
 pub struct RedisCluster {
     nodes: Vec<Node>,
     node_timeout: Duration,
+    /// When the last failover this harness caused had settled.
+    last_election: Mutex<Option<Instant>>,
 }
 
 impl RedisCluster {
@@ -230,6 +237,11 @@ impl RedisCluster {
     /// node agrees on the new layout (see [`RedisClusterBuilder::start`]).
     /// Writes the replica had not received yet are lost, as in production.
     ///
+    /// First waits, if needed, until 2 node timeouts have passed since the
+    /// harness's previous failover: Redis 7.0 can otherwise let a replica
+    /// that won that election reuse its stale votes, and the shard stays
+    /// down.
+    ///
     /// Panics if there is no such primary, it serves no slot or has no
     /// replica, or, with every node's log tail, if no replica takes over
     /// within 10 s plus 10 node timeouts (20 s by default). Needs 3 primaries
@@ -256,8 +268,9 @@ impl RedisCluster {
             panic!("kill_primary({index}): {addr} has no replica to promote");
         }
         let position = self.position(target);
+        self.let_votes_go_stale();
         self.nodes[position].server.kill();
-        topology::wait_for(
+        let promoted = topology::wait_for(
             &format!("promote a replica of the killed primary {addr}"),
             self.settle_timeout(),
             &self.servers(),
@@ -267,7 +280,9 @@ impl RedisCluster {
                     .map(RedisServer::addr)
                     .ok_or_else(|| format!("no running primary claims slot {first_slot}"))
             },
-        )
+        );
+        self.election_settled();
+        promoted
     }
 
     /// Runs `CLUSTER FAILOVER` on `replica`: its primary stops accepting
@@ -276,6 +291,9 @@ impl RedisCluster {
     /// replica calls itself primary and every running node agrees on the
     /// layout, replication links up (see [`RedisClusterBuilder::start`]).
     /// No acknowledged write is lost.
+    ///
+    /// Like [`Self::kill_primary`], first waits until 2 node timeouts have
+    /// passed since the harness's previous failover, if needed.
     ///
     /// Redis abandons a manual failover after 5 s, e.g. when the primaries
     /// will not vote again so soon (2 node timeouts) after an earlier
@@ -297,6 +315,7 @@ impl RedisCluster {
             );
         }
         let request = || topology::expect(replica, &["CLUSTER", "FAILOVER"], &servers);
+        self.let_votes_go_stale();
         request();
         let mut requested = Instant::now();
         topology::wait_for(
@@ -314,6 +333,28 @@ impl RedisCluster {
                 self.settled().map(drop)
             },
         );
+        self.election_settled();
+    }
+
+    /// Waits until 2 node timeouts (plus a margin) have passed since the
+    /// last failover this harness caused. Within that time Redis 7.0 lets a
+    /// replica that won that election, and has since become a replica
+    /// again, "win" the next one with the old votes and the old config
+    /// epoch; the other nodes reject the stale claim and the shard's slots
+    /// stay unserved (seen as `cluster_state:fail` for over 20 s). A real
+    /// cluster does not fail the same shard twice within 2 s; the harness
+    /// must not either.
+    fn let_votes_go_stale(&self) {
+        let stale_after = self.node_timeout.saturating_mul(2) + VOTE_MARGIN;
+        let last = *self.last_election.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(remaining) = last.and_then(|at| stale_after.checked_sub(at.elapsed())) {
+            thread::sleep(remaining);
+        }
+    }
+
+    /// Notes that a failover has just settled (see [`Self::let_votes_go_stale`]).
+    fn election_settled(&self) {
+        *self.last_election.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
     /// Moves `slot` and its keys from primary `from` to primary `to` the way
