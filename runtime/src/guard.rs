@@ -99,58 +99,94 @@ impl LockGuard {
     /// work done under it was not protected. A connection error means the
     /// release did not arrive; the lock then expires after its TTL.
     ///
-    /// Cancel-safe: the release is sent exactly once even if this future is
-    /// dropped before it completes (it runs as its own task on the current
-    /// Tokio runtime).
+    /// Cancel-safe: if this future is dropped before the release's answer
+    /// arrived, the release is sent again from a task on the current Tokio
+    /// runtime (a second compare-and-delete with our owner token, which
+    /// removes nothing once the first has), so the lock never outlives the
+    /// guard by more than a round trip.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         if self.reentered {
             return Ok(());
         }
         self.lease.stop_watchdog();
-        let lease = Arc::clone(&self.lease);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => runtime
-                .spawn(PendingRelease::new(lease).send())
-                .await
-                .unwrap_or_else(|_| Err(runtime_gone(&self.lease.key.user))),
-            Err(_) => unlock(&lease).await,
-        }
-    }
-}
-
-/// A release about to be sent. Dropped before it completed (its task was
-/// dropped, unpolled or mid-way, by a runtime shutting down), it warns: the
-/// lock then stays until its TTL ends.
-struct PendingRelease {
-    lease: Arc<Lease>,
-    done: bool,
-}
-
-impl PendingRelease {
-    fn new(lease: Arc<Lease>) -> Self {
-        PendingRelease { lease, done: false }
-    }
-
-    async fn send(mut self) -> Result<(), LockError> {
+        let mut pending = PendingRelease {
+            lease: Arc::clone(&self.lease),
+            answered: false,
+        };
         let released = unlock(&self.lease).await;
-        self.done = true;
+        pending.answered = true;
         released
     }
 }
 
+/// A release whose answer has not arrived yet. Dropped in that state (the
+/// `release()` future was cancelled mid-way), it sends the release again
+/// from a task, as a dropped guard does: the first may never have left.
+struct PendingRelease {
+    lease: Arc<Lease>,
+    answered: bool,
+}
+
 impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        if !self.answered {
+            spawn_release(&self.lease, Sent::Again);
+        }
+    }
+}
+
+/// Whether a release may have been sent before this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    First,
+    /// After a cancelled `release()`: finding the lock no longer ours most
+    /// likely means the first release arrived, so it is not reported.
+    Again,
+}
+
+/// Sends the release of `lease` from a task on the current Tokio runtime;
+/// outside one (or while it shuts down, when the task never runs) the lock
+/// expires after its TTL, with a warning.
+fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            let lease = Arc::clone(lease);
+            runtime.spawn(async move {
+                let mut task = SpawnedRelease {
+                    lease: Arc::clone(&lease),
+                    done: false,
+                };
+                if sent == Sent::First {
+                    let _ = unlock(&lease).await;
+                } else {
+                    let backend = lease.manager.backend();
+                    let resent = backend.unlock(&lease.key, &lease.token).await;
+                    tracing::debug!(key = %lease.key.user, ?resent, "release sent again after a cancelled release()");
+                }
+                task.done = true;
+            });
+        }
+        Err(_) => tracing::warn!(
+            key = %lease.key.user,
+            "lock released outside a Tokio runtime; the lock expires after its TTL"
+        ),
+    }
+}
+
+/// The task of a spawned release. Dropped before it completed (by a runtime
+/// shutting down), it warns: the lock then stays until its TTL ends.
+struct SpawnedRelease {
+    lease: Arc<Lease>,
+    done: bool,
+}
+
+impl Drop for SpawnedRelease {
     fn drop(&mut self) {
         if !self.done {
             tracing::warn!(key = %self.lease.key.user, "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
         }
     }
-}
-
-fn runtime_gone(key: &str) -> LockError {
-    LockError::Connection(format!(
-        "the release of `{key}` was cancelled because the Tokio runtime is shutting down; the lock expires after its TTL"
-    ))
 }
 
 async fn unlock(lease: &Lease) -> Result<(), LockError> {
@@ -180,18 +216,7 @@ impl Drop for LockGuard {
             return;
         }
         self.lease.stop_watchdog();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let release = PendingRelease::new(Arc::clone(&self.lease)).send();
-                runtime.spawn(async move {
-                    let _ = release.await;
-                });
-            }
-            Err(_) => tracing::warn!(
-                key = %self.lease.key.user,
-                "lock guard dropped outside a Tokio runtime; the lock expires after its TTL"
-            ),
-        }
+        spawn_release(&self.lease, Sent::First);
     }
 }
 
