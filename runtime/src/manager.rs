@@ -224,15 +224,18 @@ impl LockManager {
             replicas,
         };
         let started = Instant::now();
-        // Where waiters are only woken (not handed the lock), newcomers queue
-        // behind this process's waiters instead of racing them: a task that
-        // just released would otherwise win its own lock back before the
-        // waiter woken by that release reaches the server. Where the backend
-        // queues waiters itself, nobody can overtake them anyway.
-        let queue_behind = !wait.is_zero()
-            && !self.backend().hands_off()
-            && self.backend().local_waiters(&lock_key) > 0;
-        let (attempt, sent) = if queue_behind {
+        // A newcomer that finds this process's waiters on the key does not
+        // race them with a plain attempt. Where waiters are only woken (not
+        // handed the lock), it queues behind them locally: a task that just
+        // released would otherwise win its own lock back before the waiter
+        // woken by that release reaches the server. Where the backend queues
+        // waiters itself, it joins that queue at once: a plain `SET NX` would
+        // overtake a waiter still between its first attempt and its place in
+        // the queue, whenever a release finds the queue empty.
+        let behind_local_waiters =
+            !wait.is_zero() && self.backend().local_waiters(&lock_key) > 0;
+        let queue_behind = behind_local_waiters && !self.backend().hands_off();
+        let (attempt, sent) = if behind_local_waiters {
             (Attempt::Busy { remaining: None }, started)
         } else {
             self.attempt(&request, Duration::ZERO).await?
