@@ -63,6 +63,7 @@ conformance!(
     waiter_takes_over_when_crashed_holders_ttl_runs_out,
     concurrent_increments_under_lock_lose_no_updates,
     fencing_tokens_strictly_increase_across_holders,
+    fenced_locks_come_with_tokens_that_keep_increasing,
     fencing_token_is_refused_once_the_lease_is_lost,
     nested_with_lock_reenters_to_depth_10,
     nested_acquire_reenters_and_shares_the_outer_lease,
@@ -383,6 +384,24 @@ async fn concurrent_increments_under_lock_lose_no_updates(h: Harness) {
         })
         .await;
     assert_eq!(counter.load(Ordering::SeqCst), increments);
+}
+
+async fn fenced_locks_come_with_tokens_that_keep_increasing(h: Harness) {
+    let lazy = h.a.acquire("k", long()).await.unwrap();
+    let mut last = lazy.fencing_token().await.unwrap();
+    lazy.release().await.unwrap();
+    for round in 0..4 {
+        let guard = h
+            .alternate(round)
+            .acquire("k", long().fenced(true))
+            .await
+            .unwrap();
+        let token = guard.fencing_token().await.unwrap();
+        assert!(token > last, "round {round}: token {token} after {last}");
+        assert_eq!(guard.fencing_token().await.unwrap(), token);
+        last = token;
+        guard.release().await.unwrap();
+    }
 }
 
 async fn fencing_tokens_strictly_increase_across_holders(h: Harness) {

@@ -110,6 +110,74 @@ async fn body_writes_with_the_token_of_its_own_lock_scope() {
     );
 }
 
+/// The token of a `fenced` lock was issued with it: the guard has it even
+/// once Redis is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_lock_has_its_token_without_asking_redis_again() {
+    let mut server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let before = locks.acquire("doc:f", LockOptions::new()).await.unwrap();
+    let earlier = before.fencing_token().await.unwrap();
+    before.release().await.unwrap();
+
+    let guard = locks
+        .acquire("doc:f", LockOptions::new().fenced(true))
+        .await
+        .unwrap();
+    server.kill();
+
+    let token = guard.fencing_token().await.expect("issued with the lock");
+    assert!(token > earlier, "token {token} after {earlier}");
+}
+
+/// A `fenced` waiter gets its token as soon as the lock is handed to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_waiter_has_its_token_when_it_gets_the_lock() {
+    let mut server = RedisServer::start();
+    let a = connect(&server.url()).await;
+    let b = connect(&server.url()).await;
+    let holder = a.acquire("doc:w", LockOptions::new()).await.unwrap();
+    let holders_token = holder.fencing_token().await.unwrap();
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new()
+            .fenced(true)
+            .wait(Duration::from_secs(10));
+        b.acquire("doc:w", options).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter gets the lock")
+        .unwrap()
+        .unwrap();
+    server.kill();
+
+    let token = guard.fencing_token().await.expect("issued with the lock");
+    assert!(token > holders_token, "token {token} after {holders_token}");
+}
+
+/// On Redlock too: issued on a quorum with the acquisition, written back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_redlock_lock_has_its_token_without_asking_the_nodes_again() {
+    let mut nodes = RedisServer::start_independent(3);
+    let locks = redlock(&nodes).await;
+    let before = locks.acquire("doc:r", LockOptions::new()).await.unwrap();
+    let earlier = before.fencing_token().await.unwrap();
+    before.release().await.unwrap();
+
+    let guard = locks
+        .acquire("doc:r", LockOptions::new().fenced(true))
+        .await
+        .unwrap();
+    for node in &mut nodes {
+        node.kill();
+    }
+
+    let token = guard.fencing_token().await.expect("issued with the lock");
+    assert!(token > earlier, "token {token} after {earlier}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_whose_lease_ended_before_it_asked_gets_no_token() {
     let server = RedisServer::start();

@@ -17,13 +17,14 @@
 //! [`cpu`]). The Tokio runtime has one worker per client CPU.
 //!
 //! The subjects (one column each, see [`subjects`]): **ours** (`acquire` and
-//! `release`; **ours+fence** asks for the fencing token too), **raw** (SET NX PX polled every 1 ms, EVALSHA
+//! `release`; **ours fenced** with `fenced(true)`, **ours+token on request**
+//! without it, both reading the fencing token once per cycle), **raw** (SET NX PX polled every 1 ms, EVALSHA
 //! compare-and-delete; see [`raw`]), **ours on Redlock** over 3 more local
 //! redis-servers, and **macro**, **with_lock**, **acquire+release** around an
 //! empty body with the attribute's options. Workloads: U1, U32 and C8 in this
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
 //! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
-//! through the attribute). Round trips are counted in one more, smaller run
+//! through the attribute). Commands sent are counted in one more, smaller run
 //! of each under MONITOR ([`monitor`]).
 //!
 //! The subjects take turns going first from round to round ([`measure`]);
@@ -75,7 +76,7 @@ const UNCONTENDED: &[Figure] = &[
     Figure::ServerCpu,
     Figure::CommandTime,
     Figure::Commands,
-    Figure::RoundTrips,
+    Figure::CommandsSent,
 ];
 
 /// The figures of the workloads on one key.
@@ -90,7 +91,7 @@ const CONTENDED: &[Figure] = &[
     Figure::ServerCpu,
     Figure::CommandTime,
     Figure::Commands,
-    Figure::RoundTrips,
+    Figure::CommandsSent,
 ];
 
 const TABLES: &[Table] = &[
@@ -126,9 +127,15 @@ const TABLES: &[Table] = &[
         ],
     },
     Table {
-        title: "F-U1, F-U32: U1 and U32 with the fencing token asked for once per cycle \
-                (ours+fence), beside ours without it and raw, on one redis-server.",
-        subjects: &[Subject::OursFenced, Subject::Ours, Subject::Raw],
+        title: "F-U1, F-U32: U1 and U32 reading the fencing token once per cycle, with \
+                `fenced(true)` (ours fenced) and without it (ours+token on request), beside \
+                ours without a token and raw, on one redis-server.",
+        subjects: &[
+            Subject::OursFenced,
+            Subject::OursTokenOnRequest,
+            Subject::Ours,
+            Subject::Raw,
+        ],
         workloads: &[
             Workload {
                 name: "F-U1",
@@ -174,7 +181,7 @@ const TABLES: &[Table] = &[
                 Figure::ServerCpu,
                 Figure::CommandTime,
                 Figure::Commands,
-                Figure::RoundTrips,
+                Figure::CommandsSent,
             ],
         }],
     },

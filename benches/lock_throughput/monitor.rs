@@ -1,4 +1,4 @@
-//! Round trips, counted exactly: one more run of a workload with `MONITOR`
+//! Commands sent, counted exactly: one more run of a workload with `MONITOR`
 //! on the subject's servers, whose log tells the commands a client sent
 //! (`[0 127.0.0.1:port]`) from those its scripts ran (`[0 lua]`). The
 //! server's own counters cannot: `INFO commandstats` counts a SET the same
@@ -30,7 +30,8 @@ const NOT_PER_CYCLE: &[&str] = &[
 /// Commands of one counted run, by lower-case name.
 #[derive(Debug, Default, Clone)]
 pub struct Accounting {
-    /// Sent by clients: each one a round trip (a pipeline would be several).
+    /// Sent by clients: each one a round trip, except where a client
+    /// pipelines (ours fenced sends its token request behind the SET).
     pub sent: BTreeMap<String, u64>,
     /// Run by scripts.
     pub in_scripts: BTreeMap<String, u64>,
@@ -40,7 +41,7 @@ pub struct Accounting {
 
 impl Accounting {
     /// Commands clients sent per cycle, connection set-up left out.
-    pub fn round_trips_per_cycle(&self) -> f64 {
+    pub fn sent_per_cycle(&self) -> f64 {
         self.sent.values().sum::<u64>() as f64 / self.cycles.max(1) as f64
     }
 

@@ -21,7 +21,7 @@ pub enum Figure {
     ServerCpu,
     CommandTime,
     Commands,
-    RoundTrips,
+    CommandsSent,
 }
 
 impl Figure {
@@ -39,7 +39,7 @@ impl Figure {
             Figure::ServerCpu => "Redis CPU/cycle (INFO cpu)",
             Figure::CommandTime => "Redis command time/cycle (commandstats)",
             Figure::Commands => "commands/cycle (incl. inside scripts)",
-            Figure::RoundTrips => "round trips/cycle",
+            Figure::CommandsSent => "commands sent/cycle (round trips unless pipelined)",
         }
     }
 
@@ -78,7 +78,7 @@ impl Figure {
                 run.commands.values().map(|stat| stat.calls).sum::<u64>() as f64
                     / timings.cycles as f64
             }
-            Figure::RoundTrips => run.accounting.round_trips_per_cycle(),
+            Figure::CommandsSent => run.accounting.sent_per_cycle(),
         }
     }
 
@@ -93,7 +93,7 @@ impl Figure {
                     format!("{value:.0}")
                 }
             }
-            Figure::Commands | Figure::RoundTrips => format!("{value:.2}"),
+            Figure::Commands | Figure::CommandsSent => format!("{value:.2}"),
             Figure::CycleP50
             | Figure::CycleP99
             | Figure::AcquireP50

@@ -21,9 +21,13 @@ const NAMESPACE: &str = "ours:";
 pub enum Subject {
     /// `acquire` (ttl 10 s, wait 10 s) and `release` on the one server.
     Ours,
-    /// As `Ours`, and the guard's fencing token asked for once per cycle,
-    /// as code that writes to fenced storage does.
+    /// As `Ours` with `LockOptions::fenced(true)`, and the guard's fencing
+    /// token read once per cycle, as code that writes to fenced storage does:
+    /// the token comes with the lock.
     OursFenced,
+    /// As `Ours`, and the guard's fencing token asked for once per cycle
+    /// without `fenced`: issued on that request.
+    OursTokenOnRequest,
     /// The hand-written baseline on the one server.
     Raw,
     /// As `Ours`, on a Redlock manager over the 3 Redlock servers.
@@ -41,7 +45,8 @@ impl Subject {
     pub fn label(self) -> &'static str {
         match self {
             Subject::Ours => "ours",
-            Subject::OursFenced => "ours+fence",
+            Subject::OursFenced => "ours fenced",
+            Subject::OursTokenOnRequest => "ours+token on request",
             Subject::Raw => "raw",
             Subject::OursRedlock => "ours on Redlock",
             Subject::Macro => "macro",
@@ -105,6 +110,14 @@ impl Setup {
         let (client, servers) = match subject {
             Subject::Ours => (Client::ours(&self.single, ours_options()), &self.server),
             Subject::OursFenced => (
+                Client::Ours {
+                    manager: self.single.clone(),
+                    options: ours_options().fenced(true),
+                    fence: true,
+                },
+                &self.server,
+            ),
+            Subject::OursTokenOnRequest => (
                 Client::Ours {
                     manager: self.single.clone(),
                     options: ours_options(),

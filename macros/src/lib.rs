@@ -56,6 +56,9 @@ use proc_macro::TokenStream;
 /// - `on_lost = "cancel"|"continue"`: when the lease is lost, stop the body at
 ///   its next `.await` and return `LockError::LeaseLost` (`"cancel"`), or let
 ///   it finish.
+/// - `fenced = true|false`: issue the fencing token together with the lock,
+///   in the same round trip when uncontended, so `fencing_token().await` in
+///   the body answers at once (`false`: issued on the first request).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
 ///   installed with `distributed_lock::install`). `client = expr` is an older

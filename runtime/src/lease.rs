@@ -106,6 +106,21 @@ impl Lease {
         Ok(fence)
     }
 
+    /// Keeps `fence`, issued for this lease's lock together with its
+    /// acquisition and answered at `issued_at`, as the lease's fencing
+    /// token, under the rule of [`fencing_token`](Self::fencing_token): only
+    /// if the answer came within the lease's validity. Otherwise, or when a
+    /// token is cached already, it is dropped (unused tokens are harmless).
+    pub(crate) fn keep_fence(&self, fence: u64, issued_at: Instant) {
+        let valid = matches!(
+            *self.status.borrow(),
+            LeaseStatus::Held { valid_until } if issued_at < valid_until
+        );
+        if valid {
+            let _ = self.fence.set(fence);
+        }
+    }
+
     /// The fencing token if one was issued already.
     pub(crate) fn issued_fence(&self) -> Option<u64> {
         self.fence.get().copied()

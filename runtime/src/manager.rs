@@ -232,11 +232,15 @@ impl LockManager {
         // waiters itself, it joins that queue at once: a plain `SET NX` would
         // overtake a waiter still between its first attempt and its place in
         // the queue, whenever a release finds the queue empty.
-        let behind_local_waiters =
-            !wait.is_zero() && self.backend().local_waiters(&lock_key) > 0;
+        let behind_local_waiters = !wait.is_zero() && self.backend().local_waiters(&lock_key) > 0;
         let queue_behind = behind_local_waiters && !self.backend().hands_off();
+        let mut fence_with_lock = None;
         let (attempt, sent) = if behind_local_waiters {
             (Attempt::Busy { remaining: None }, started)
+        } else if options.fenced {
+            let (attempt, fence) = self.attempt_with_fence(&request).await;
+            fence_with_lock = fence;
+            attempt?
         } else {
             self.attempt(&request, Duration::ZERO).await?
         };
@@ -256,7 +260,45 @@ impl LockManager {
         };
         tracing::debug!(key, waited = ?started.elapsed(), "lock acquired");
         let lease = self.start_lease(lock_key, token, options, sent);
+        match fence_with_lock {
+            Some((fence, issued_at)) => lease.keep_fence(fence, issued_at),
+            None if options.fenced => {
+                if let Err(err) = lease.fencing_token().await {
+                    tracing::debug!(key, error = %err, "fencing token not issued with the lock; asked for again on request");
+                }
+            }
+            None => {}
+        }
         Ok(Some(LockGuard::owner(lease)))
+    }
+
+    /// The first attempt of a [`fenced`](LockOptions::fenced) acquisition:
+    /// the fencing token's request goes out right behind the attempt, on the
+    /// same connection, so the server runs it just after and both answers
+    /// come back in one round trip. The token (with when it was answered)
+    /// only if the attempt took the lock and the backend issued it to us; a
+    /// busy lock or an error leaves `None`.
+    async fn attempt_with_fence(
+        &self,
+        request: &Request<'_>,
+    ) -> (
+        Result<(Attempt, Instant), LockError>,
+        Option<(u64, Instant)>,
+    ) {
+        let fence = async {
+            let issued = self
+                .backend()
+                .fence(request.key, request.token, request.ttl_ms)
+                .await;
+            (issued, Instant::now())
+        };
+        let (attempt, (issued, issued_at)) =
+            tokio::join!(self.attempt(request, Duration::ZERO), fence);
+        let fence = match (&attempt, issued) {
+            (Ok((Attempt::Acquired, _)), Ok(Some(fence))) => Some((fence, issued_at)),
+            _ => None,
+        };
+        (attempt, fence)
     }
 
     /// Waits up to `wait` (from `started`) for the busy lock of `request`:

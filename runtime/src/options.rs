@@ -20,7 +20,7 @@ pub enum OnLost {
 /// Options of one acquisition. Built with [`LockOptions::new`] and chained setters.
 ///
 /// Defaults: ttl 30 s, wait 0 (one attempt), renewal on, re-entrant, cancel on
-/// loss, no replica acknowledgement.
+/// loss, no replica acknowledgement, fencing token on request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOptions {
     pub(crate) ttl: Duration,
@@ -29,6 +29,7 @@ pub struct LockOptions {
     pub(crate) reentrant: bool,
     pub(crate) on_lost: OnLost,
     pub(crate) min_replicas: Option<ReplicaRequirement>,
+    pub(crate) fenced: bool,
 }
 
 /// What the caller asked of replicas; the default timeout is resolved
@@ -60,6 +61,7 @@ impl Default for LockOptions {
             reentrant: true,
             on_lost: OnLost::Cancel,
             min_replicas: None,
+            fenced: false,
         }
     }
 }
@@ -103,6 +105,25 @@ impl LockOptions {
     /// What a locked body does when the lease is lost (default [`OnLost::Cancel`]).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.on_lost = on_lost;
+        self
+    }
+
+    /// Whether the fencing token comes with the lock (default `false`: it is
+    /// issued on the first request, one more round trip then).
+    ///
+    /// With `true` an uncontended acquisition sends the token's request right
+    /// behind its `SET NX PX` on the same connection, so both travel in one
+    /// round trip, and a waiter asks for the token as soon as it holds the
+    /// lock; [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)
+    /// then answers without a round trip. The token is the same as one asked
+    /// for later: issued only to the holder, above every earlier holder's.
+    /// Meant for code that writes to fenced storage under every lock: a lock
+    /// whose token is never used would pay Redis a script call for nothing.
+    /// Best effort: a token that could not be issued with the lock (a busy
+    /// lock's first attempt, a connection error) is asked for again on the
+    /// first request, and the acquisition itself never fails because of it.
+    pub fn fenced(mut self, fenced: bool) -> Self {
+        self.fenced = fenced;
         self
     }
 

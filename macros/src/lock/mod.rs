@@ -149,6 +149,9 @@ fn lock_options(options: &Options, krate: &TokenStream) -> TokenStream {
         };
         setters.extend(quote!(.on_lost(#krate::OnLost::#variant)));
     }
+    if let Some(fenced) = options.fenced {
+        setters.extend(quote!(.fenced(#fenced)));
+    }
     match options.min_replicas {
         Some((replicas, Some(timeout))) => {
             let timeout = millis(timeout);

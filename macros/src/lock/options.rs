@@ -15,6 +15,7 @@ const WAIT: &str = "wait";
 const RENEW: &str = "renew";
 const REENTRANT: &str = "reentrant";
 const ON_LOST: &str = "on_lost";
+const FENCED: &str = "fenced";
 const MANAGER: &str = "manager";
 /// The older name of `manager`, still accepted.
 const CLIENT: &str = "client";
@@ -31,6 +32,7 @@ const SPEC: Spec = Spec {
         RENEW,
         REENTRANT,
         ON_LOST,
+        FENCED,
         MANAGER,
         MIN_REPLICAS,
         REPLICA_TIMEOUT,
@@ -50,6 +52,7 @@ pub(crate) struct Options {
     pub(crate) renew: Option<bool>,
     pub(crate) reentrant: Option<bool>,
     pub(crate) on_lost: Option<OnLost>,
+    pub(crate) fenced: Option<bool>,
     /// Replicas that must acknowledge the acquisition, and how long to wait
     /// for them in milliseconds (`None`: the runtime's default).
     pub(crate) min_replicas: Option<(u32, Option<u64>)>,
@@ -90,6 +93,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     let renew = read(&mut args, RENEW, args::boolean, errors);
     let reentrant = read(&mut args, REENTRANT, args::boolean, errors);
     let on_lost = read(&mut args, ON_LOST, on_lost, errors);
+    let fenced = read(&mut args, FENCED, args::boolean, errors);
     let allow_open_transaction = read(&mut args, ALLOW_OPEN_TRANSACTION, args::boolean, errors);
     let min_replicas = replication(&mut args, ttl.map(|(ms, _)| ms), errors);
     let manager = args.take(MANAGER).map(|arg| arg.value);
@@ -103,6 +107,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         renew,
         reentrant,
         on_lost,
+        fenced,
         min_replicas,
         manager,
         crate_path,

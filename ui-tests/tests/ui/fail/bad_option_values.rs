@@ -6,6 +6,7 @@ use distributed_lock::{distributed_lock, LockError};
     renew = "yes",
     reentrant = 1,
     on_lost = "stop",
+    fenced = "always",
     crate = "distributed_lock",
 )]
 async fn everything_wrong() -> Result<(), LockError> {

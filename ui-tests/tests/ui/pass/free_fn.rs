@@ -12,6 +12,7 @@ pub struct Order {
     renew = false,
     reentrant = false,
     on_lost = "continue",
+    fenced = true,
     min_replicas = 1,
     replica_timeout = "100ms"
 )]
