@@ -73,9 +73,16 @@ impl Shop {
     /// the order. The lock on the SKU is taken first, then the transaction
     /// begins; it commits before the lock is released. `BEGIN IMMEDIATE`
     /// takes SQLite's write lock up front: buyers of *other* SKUs hold other
-    /// Redis locks and may write at the same time.
+    /// Redis locks and may write at the same time. Every purchase writes with
+    /// its fencing token, so the token comes with the lock (`fenced`).
     #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
-    #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", manager = self.locks)]
+    #[distributed_lock(
+        key = "stock:{sku}",
+        ttl = "10s",
+        wait = "30s",
+        fenced = true,
+        manager = self.locks
+    )]
     async fn buy(&self, sku: &str) -> Result<Purchase, ShopError> {
         let token = fencing_token().await?;
         let fence = i64::try_from(token).expect("fencing tokens fit in i64");
