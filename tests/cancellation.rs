@@ -166,6 +166,34 @@ async fn every_future_at_every_await(setup: Setup) {
     .await;
     covered.push(("acquire behind a holder", polls));
 
+    let polls = cancel_at_each_poll(&setup, "fenced try_acquire", || async {
+        if let Ok(Some(guard)) = locks.try_acquire(KEY, long().fenced(true)).await {
+            guard.release().await.expect("release");
+        }
+    })
+    .await;
+    covered.push(("fenced try_acquire", polls));
+
+    let polls = cancel_at_each_poll(&setup, "fenced acquire behind a holder", || async {
+        let holder = locks
+            .try_acquire(KEY, long())
+            .await
+            .expect("holder")
+            .expect("the key is free between rounds");
+        let release_soon = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            holder.release().await.expect("holder releases");
+        });
+        let waiting = long().fenced(true).wait(Duration::from_secs(5));
+        let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
+        if let Some(Ok(guard)) = inner.await {
+            guard.release().await.expect("release");
+        }
+        release_soon.await.expect("release task");
+    })
+    .await;
+    covered.push(("fenced acquire behind a holder", polls));
+
     let polls = cancel_at_each_poll(&setup, "release", || async {
         let guard = locks
             .try_acquire(KEY, long())

@@ -260,16 +260,19 @@ impl LockManager {
         };
         tracing::debug!(key, waited = ?started.elapsed(), "lock acquired");
         let lease = self.start_lease(lock_key, token, options, sent);
+        // The guard first: dropped while its token is being asked for, it
+        // releases the lock.
+        let guard = LockGuard::owner(lease);
         match fence_with_lock {
-            Some((fence, issued_at)) => lease.keep_fence(fence, issued_at),
+            Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),
             None if options.fenced => {
-                if let Err(err) = lease.fencing_token().await {
+                if let Err(err) = guard.fencing_token().await {
                     tracing::debug!(key, error = %err, "fencing token not issued with the lock; asked for again on request");
                 }
             }
             None => {}
         }
-        Ok(Some(LockGuard::owner(lease)))
+        Ok(Some(guard))
     }
 
     /// The first attempt of a [`fenced`](LockOptions::fenced) acquisition:
@@ -292,8 +295,13 @@ impl LockManager {
                 .await;
             (issued, Instant::now())
         };
+        // The attempt settles as soon as its own answer is in, but the lock
+        // has no guard until both are: a caller that goes away while the
+        // token's answer is on its way must give the lock back too.
+        let pending = PendingAcquire::new(self.backend(), request.key, request.token);
         let (attempt, (issued, issued_at)) =
             tokio::join!(self.attempt(request, Duration::ZERO), fence);
+        pending.settled();
         let fence = match (&attempt, issued) {
             (Ok((Attempt::Acquired, _)), Ok(Some(fence))) => Some((fence, issued_at)),
             _ => None,
