@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backend::{
-    Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, TlsConfig,
+    Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend, TlsConfig,
 };
 use crate::{LockError, LockManager};
 
@@ -58,7 +58,8 @@ impl LockManagerBuilder {
     /// Trusts the root certificates in `pem` (one or more PEM `CERTIFICATE`
     /// blocks, e.g. a private CA) for `rediss://` servers, *instead of* the
     /// operating system's trust store; without it the system's store is used.
-    /// Applies to [`connect`](Self::connect) and [`redlock`](Self::redlock);
+    /// Applies to [`connect`](Self::connect), [`redlock`](Self::redlock) and
+    /// [`sentinel`](Self::sentinel) (its Sentinels and primary alike);
     /// a PEM that cannot be parsed makes them fail with
     /// `LockError::InvalidOptions`. A certificate the server presents that
     /// does not chain to these roots makes them fail with
@@ -118,6 +119,78 @@ impl LockManagerBuilder {
             .collect();
         let backend = RedlockBackend::connect(urls, self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redlock(backend)))
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `service_name`
+    /// and follows it across failovers. `sentinel_urls` are
+    /// `redis://host:port` of one or more Sentinels (`rediss://` for TLS with
+    /// the `tls` feature). Sentinels are spoken to without credentials; the
+    /// user, password and database of the first URL (`redis://user:pass@host:port/db`)
+    /// are used for the primary, which is spoken to with TLS if that URL is
+    /// `rediss://` (its certificate must then name the address the Sentinels
+    /// announce).
+    ///
+    /// All Sentinels are asked at once, and of the nodes they name, the one
+    /// most of them name that answers `ROLE` as a primary is used (a node
+    /// that is down or a replica is skipped); finding it takes at most twice
+    /// the sum of the connect and response timeouts, connecting to it as long
+    /// as [`connect`](Self::connect). Fails with `LockError::Connection` when no
+    /// Sentinel answers or the node they name is not a reachable primary, with
+    /// `LockError::UnknownService` when the Sentinels that answer do not know
+    /// `service_name`, with `LockError::InvalidOptions` for an empty list and
+    /// with `LockError::InvalidUrl` for a URL it cannot use.
+    ///
+    /// Locks behave as on a single server ([`connect`](Self::connect)):
+    /// waiter queue and hand-off, fencing tokens, watchdog and
+    /// `LockOptions::min_replicas`, all on the current primary.
+    ///
+    /// # Failover
+    ///
+    /// A call that fails because the primary is unreachable, or because the
+    /// node answers as a replica (`READONLY`, `MASTERDOWN`, `LOADING`),
+    /// returns `LockError::Connection` (never retried: an acquisition whose
+    /// answer was lost is undone in the background) and makes the manager ask
+    /// the Sentinels for the primary in the background, at most once per
+    /// 500 ms; once they name another node, the next calls go there, with no
+    /// need to rebuild the manager. A held lease whose renewal fails is
+    /// renewed on the new primary: it is kept if the lock reached that node,
+    /// and reported lost (before its validity ends) if not.
+    ///
+    /// Sentinel fails over asynchronously, so a failover can lose a lock: one
+    /// the old primary granted but had not yet replicated is missing on the
+    /// new primary, which grants it again while the first holder's lease is
+    /// still valid (that holder learns that its lease is lost once its
+    /// renewals reach the new primary). The same goes for a grant by a
+    /// former primary that Sentinel has replaced but not yet turned into a
+    /// replica: a manager still connected to it keeps using it until Sentinel
+    /// demotes it, some seconds later. [`LockOptions::min_replicas`] closes
+    /// that window: a lock is granted only once that many replicas
+    /// acknowledged it, and a former primary with no replica left refuses it
+    /// with `LockError::NotReplicated` (and the manager then looks for the
+    /// new primary). Ask for as many replicas as Sentinel may promote:
+    /// Sentinel picks a replica by priority and replication offset, not by
+    /// acknowledgement, so with fewer the window narrows but stays open.
+    /// Where a double grant would do harm, also check fencing tokens: they
+    /// keep rising across the failover (they follow the server clock, see
+    /// [`LockGuard::fencing_token`]), so storage rejects the stale holder.
+    ///
+    /// [`LockOptions::min_replicas`]: crate::LockOptions::min_replicas
+    /// [`LockGuard::fencing_token`]: crate::LockGuard::fencing_token
+    pub async fn sentinel<I>(
+        self,
+        service_name: &str,
+        sentinel_urls: I,
+    ) -> Result<LockManager, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let urls: Vec<String> = sentinel_urls
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        let backend = SentinelBackend::connect(service_name, &urls, self.redis, &self.tls).await?;
+        Ok(self.build(Backend::Sentinel(backend)))
     }
 
     /// A manager whose locks live in this process's memory.

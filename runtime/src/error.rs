@@ -26,6 +26,13 @@ pub enum LockError {
         /// Why it was rejected.
         reason: String,
     },
+    /// No Sentinel monitors a primary under the service name given to
+    /// `LockManagerBuilder::sentinel`.
+    #[error("no Sentinel monitors a service named `{service}`; check the name against the `sentinel monitor <name> …` lines of the Sentinels' configuration (or `SENTINEL MASTERS`)")]
+    UnknownService {
+        /// The service name as given.
+        service: String,
+    },
     /// Another holder kept the lock for the whole `wait` period.
     #[error("lock `{key}` is held by another owner; gave up after waiting {waited:?} (raise `wait` or retry later)")]
     Timeout {
@@ -97,6 +104,7 @@ impl From<LockError> for std::io::Error {
                 std::io::ErrorKind::InvalidInput
             }
             LockError::Tls(_) => std::io::ErrorKind::InvalidData,
+            LockError::UnknownService { .. } => std::io::ErrorKind::NotFound,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err)

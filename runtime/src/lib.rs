@@ -13,7 +13,8 @@
 //!    joins a **wait queue** (`wait_queue`) and retries when a release wakes it
 //!    or the holder's TTL runs out. An attempt in flight whose caller goes away
 //!    is undone (`pending`).
-//! 3. **Backend** (`backend`): where locks live: one Redis server, Redlock over
+//! 3. **Backend** (`backend`): where locks live: one Redis server, the
+//!    primary Redis Sentinel names (followed across failovers), Redlock over
 //!    N masters, or process memory. Each offers try-lock, unlock, renew, fence
 //!    and watch; the Redis ones run a plain `SET NX PX` for an uncontended
 //!    attempt and one Lua script for every other step (`backend/scripts`), and

@@ -88,6 +88,35 @@ impl LockManager {
         Self::builder().redlock(urls).await
     }
 
+    /// Connects to the primary that Redis Sentinel names for `service_name`,
+    /// with default settings, and follows it across failovers; see
+    /// [`LockManagerBuilder::sentinel`], including what an asynchronous
+    /// failover can do to a lock and how `LockOptions::min_replicas` prevents it.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
+    /// use distributed_lock_runtime::LockManager;
+    ///
+    /// let locks = LockManager::sentinel(
+    ///     "mymaster",
+    ///     [
+    ///         "redis://127.0.0.1:26379",
+    ///         "redis://127.0.0.1:26380",
+    ///         "redis://127.0.0.1:26381",
+    ///     ],
+    /// )
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sentinel<I>(service_name: &str, sentinel_urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::builder().sentinel(service_name, sentinel_urls).await
+    }
+
     /// Settings for a new manager: namespace and time limits.
     pub fn builder() -> LockManagerBuilder {
         LockManagerBuilder::default()

@@ -156,10 +156,13 @@ impl LockOptions {
     /// must be at least 1 ms (`WAIT 0` would block forever) and shorter than
     /// the ttl, or the acquisition fails with `InvalidOptions`.
     ///
-    /// Backends: the in-memory backend has no replicas and ignores this, so code
-    /// configured for Redis runs unchanged in unit tests. A Redlock manager
-    /// rejects it with `InvalidOptions`: its nodes are independent masters
-    /// without failover, and its safety comes from the quorum instead.
+    /// Backends: a single server and a Sentinel-managed primary
+    /// ([`LockManagerBuilder::sentinel`](crate::LockManagerBuilder::sentinel))
+    /// wait for the primary's replicas. The in-memory backend has no replicas
+    /// and ignores this, so code configured for Redis runs unchanged in unit
+    /// tests. A Redlock manager rejects it with `InvalidOptions`: its nodes
+    /// are independent masters without failover, and its safety comes from
+    /// the quorum instead.
     pub fn min_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.min_replicas = (replicas > 0).then_some(ReplicaRequirement {
             replicas,

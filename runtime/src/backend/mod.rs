@@ -4,11 +4,13 @@
 
 mod commands;
 mod connection;
+mod discovery;
 mod memory;
 mod notify;
 mod redis;
 mod redlock;
 mod scripts;
+mod sentinel;
 mod tls;
 
 use std::time::Duration;
@@ -17,6 +19,7 @@ pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
+pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
 pub(crate) use crate::keys::LockKey;
@@ -42,6 +45,8 @@ pub(crate) enum Backend {
     Redis(Box<RedisBackend>),
     Memory(MemoryBackend),
     Redlock(RedlockBackend),
+    /// The primary that Redis Sentinel names, followed across failovers.
+    Sentinel(SentinelBackend),
 }
 
 impl Backend {
@@ -67,6 +72,11 @@ impl Backend {
             }
             Backend::Memory(memory) => Ok(memory.try_lock(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.try_lock(key, token, ttl_ms, replicas).await,
+            Backend::Sentinel(sentinel) => {
+                sentinel
+                    .try_lock(key, token, ttl_ms, replicas, queue_for)
+                    .await
+            }
         }
     }
 
@@ -80,6 +90,7 @@ impl Backend {
             Backend::Redis(redis) => redis.unlock(key, token).await,
             Backend::Memory(memory) => Ok(memory.unlock(key, token)),
             Backend::Redlock(redlock) => redlock.unlock(key, token).await,
+            Backend::Sentinel(sentinel) => sentinel.unlock(key, token).await,
         }
     }
 
@@ -94,6 +105,7 @@ impl Backend {
             Backend::Redis(redis) => redis.renew(key, token, ttl_ms).await,
             Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.renew(key, token, ttl_ms).await,
+            Backend::Sentinel(sentinel) => sentinel.renew(key, token, ttl_ms).await,
         }
     }
 
@@ -111,14 +123,15 @@ impl Backend {
             Backend::Redis(redis) => redis.fence(key, token, ttl_ms).await,
             Backend::Memory(memory) => Ok(memory.fence(key, token, ttl_ms)),
             Backend::Redlock(redlock) => redlock.fence(key, token, ttl_ms).await,
+            Backend::Sentinel(sentinel) => sentinel.fence(key, token, ttl_ms).await,
         }
     }
 
     /// Whether waiters queue in the backend and a release hands the lock to
-    /// the first of them (single Redis server); otherwise a release wakes
-    /// waiters, who then try again.
+    /// the first of them (single Redis server, or Sentinel's primary);
+    /// otherwise a release wakes waiters, who then try again.
     pub(crate) fn hands_off(&self) -> bool {
-        matches!(self, Backend::Redis(_))
+        matches!(self, Backend::Redis(_) | Backend::Sentinel(_))
     }
 
     /// How many waiters of this process are queued for `key` now.
@@ -127,6 +140,7 @@ impl Backend {
             Backend::Redis(redis) => redis.local_waiters(key),
             Backend::Memory(memory) => memory.local_waiters(key),
             Backend::Redlock(redlock) => redlock.local_waiters(key),
+            Backend::Sentinel(sentinel) => sentinel.local_waiters(key),
         }
     }
 
@@ -136,6 +150,7 @@ impl Backend {
             Backend::Redis(redis) => redis.watch(key).await,
             Backend::Memory(memory) => memory.watch(key),
             Backend::Redlock(redlock) => redlock.watch(key).await,
+            Backend::Sentinel(sentinel) => sentinel.watch(key).await,
         }
     }
 }

@@ -45,7 +45,11 @@ impl RedisBackend {
         config: RedisConfig,
         tls: &TlsConfig,
     ) -> Result<Self, LockError> {
-        let client = tls.open_client(url)?;
+        Self::open(tls.open_client(url)?, config).await
+    }
+
+    /// As [`connect`](Self::connect), to the server of `client`.
+    pub(crate) async fn open(client: Client, config: RedisConfig) -> Result<Self, LockError> {
         let commands = open_manager(&client, manager_config(config)).await?;
         let notifications = Notifications::open(std::slice::from_ref(&client), config).await;
         Ok(RedisBackend {

@@ -1,0 +1,276 @@
+//! The Sentinel backend: locks in the primary that Redis Sentinel names,
+//! kept by a [`RedisBackend`] on that primary, which is replaced when a
+//! failover moves the primary elsewhere.
+//!
+//! ## Behavior
+//!
+//! - Every call goes to the current primary's [`RedisBackend`], so a lock
+//!   behaves exactly as on a single server (waiter queue and hand-off,
+//!   fencing, `min_replicas`).
+//! - A call that fails with a connection error, or that the node refuses as
+//!   no longer the primary (`READONLY`, `MASTERDOWN`, `LOADING`), returns its
+//!   error at once, the refusal as `LockError::Connection`, and is not
+//!   retried; so does an acquisition too few replicas acknowledged
+//!   (`NotReplicated`), which a replaced primary, left without replicas,
+//!   gives. It also starts following the failover in the background: the
+//!   Sentinels are asked for the primary (see `discovery`) and, if they name
+//!   another node, a new [`RedisBackend`] on it takes over; the next calls go
+//!   there. One resolution runs at a time (failures during it start none),
+//!   at most one starts per [`RESOLVE_INTERVAL`], and each is bounded by the
+//!   connect and response timeouts, so a dead set-up cannot make it spin.
+//! - Waiters subscribed on the old primary are no longer woken by its
+//!   releases; they try again at least every second (as queued waiters do)
+//!   and subscribe on the new primary then.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::connection::RedisConfig;
+use super::discovery::Sentinels;
+use super::tls::TlsConfig;
+use super::{Attempt, LockKey, RedisBackend};
+use crate::options::MinReplicas;
+use crate::token::OwnerToken;
+use crate::wait_queue::WaitTicket;
+use crate::LockError;
+
+/// Least time between the starts of two resolutions of the primary.
+const RESOLVE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Error replies of a node that does not (or no longer) take writes as the
+/// primary, as redis-rs names their kinds or as Redis words them (inside a
+/// script's error).
+const NOT_PRIMARY: [&str; 6] = [
+    "READONLY",
+    "ReadOnly",
+    "MASTERDOWN",
+    "MasterDown",
+    "LOADING",
+    "BusyLoading",
+];
+
+/// Locks in the primary of one Sentinel-monitored service.
+pub(crate) struct SentinelBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sentinels: Sentinels,
+    config: RedisConfig,
+    current: Mutex<Current>,
+    /// When the last resolution started; locked while one runs.
+    resolving: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// The primary in use, and how many times it was replaced.
+#[derive(Clone)]
+struct Current {
+    generation: u64,
+    addr: Arc<str>,
+    primary: Arc<RedisBackend>,
+}
+
+impl SentinelBackend {
+    /// Finds the primary of `service` through the Sentinels at `urls` and
+    /// connects to it; fails as [`Sentinels::primary`] and
+    /// [`RedisBackend::open`] do.
+    pub(crate) async fn connect(
+        service: &str,
+        urls: &[String],
+        config: RedisConfig,
+        tls: &TlsConfig,
+    ) -> Result<Self, LockError> {
+        let sentinels = Sentinels::new(service, urls, config, tls)?;
+        let found = sentinels.primary().await?;
+        let primary = RedisBackend::open(found.client, config).await?;
+        tracing::debug!(service, primary = %found.addr, "connected to the primary named by Sentinel");
+        Ok(SentinelBackend {
+            shared: Arc::new(Shared {
+                sentinels,
+                config,
+                current: Mutex::new(Current {
+                    generation: 0,
+                    addr: found.addr.into(),
+                    primary: Arc::new(primary),
+                }),
+                resolving: tokio::sync::Mutex::new(None),
+            }),
+        })
+    }
+
+    pub(crate) async fn try_lock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        replicas: Option<MinReplicas>,
+        queue_for: Duration,
+    ) -> Result<Attempt, LockError> {
+        let current = self.shared.current();
+        let result = current
+            .primary
+            .try_lock(key, token, ttl_ms, replicas, queue_for)
+            .await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn unlock(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+    ) -> Result<bool, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.unlock(key, token).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn renew(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<bool, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.renew(key, token, ttl_ms).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn fence(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) -> Result<Option<u64>, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.fence(key, token, ttl_ms).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
+        self.shared.current().primary.local_waiters(key)
+    }
+
+    pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
+        let current = self.shared.current();
+        current.primary.watch(key).await
+    }
+
+    /// Passes `result` on; a failure that may mean the primary moved starts
+    /// following the failover, and a node's refusal as not the primary
+    /// becomes a `Connection` error (retryable, as the next call goes to the
+    /// new primary). Too few replicas (`NotReplicated`) counts too: a primary
+    /// that Sentinel replaced has none left.
+    fn checked<T>(&self, current: &Current, result: Result<T, LockError>) -> Result<T, LockError> {
+        let err = match result {
+            Ok(value) => return Ok(value),
+            Err(err) => err,
+        };
+        let err = match err {
+            LockError::Connection(_) | LockError::NotReplicated { .. } => err,
+            LockError::Server(message) if is_not_primary(&message) => {
+                LockError::Connection(format!(
+                    "{} is no longer the primary of service `{}` ({message}); the manager is switching to the primary the Sentinels name, retry",
+                    current.addr,
+                    self.shared.sentinels.service()
+                ))
+            }
+            other => return Err(other),
+        };
+        self.shared.follow_in_background(current.generation);
+        Err(err)
+    }
+}
+
+impl Shared {
+    fn current(&self) -> Current {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts [`follow`](Self::follow) on the current runtime, so that a
+    /// caller that goes away does not cut a resolution short.
+    fn follow_in_background(self: &Arc<Self>, failed: u64) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(Arc::clone(self).follow(failed));
+        }
+    }
+
+    /// After a call on the primary of generation `failed` failed: asks the
+    /// Sentinels for the primary and switches to it if it moved. Does nothing
+    /// while another resolution runs, once the primary was replaced already,
+    /// or within [`RESOLVE_INTERVAL`] of the last resolution's start.
+    async fn follow(self: Arc<Self>, failed: u64) {
+        let Ok(mut last_start) = self.resolving.try_lock() else {
+            return;
+        };
+        let current = self.current();
+        if current.generation != failed
+            || last_start.is_some_and(|at| at.elapsed() < RESOLVE_INTERVAL)
+        {
+            return;
+        }
+        *last_start = Some(Instant::now());
+        let service = self.sentinels.service();
+        let found = match self.sentinels.primary().await {
+            Ok(found) => found,
+            Err(err) => {
+                tracing::warn!(service, error = %err, "primary not found; the next failed call asks the Sentinels again");
+                return;
+            }
+        };
+        if *found.addr == *current.addr {
+            tracing::debug!(service, primary = %found.addr, "the primary has not moved");
+            return;
+        }
+        let limit = self.sentinels.resolve_limit();
+        let primary = match tokio::time::timeout(
+            limit,
+            RedisBackend::open(found.client, self.config),
+        )
+        .await
+        {
+            Ok(Ok(primary)) => primary,
+            Ok(Err(err)) => {
+                tracing::warn!(service, primary = %found.addr, error = %err, "cannot connect to the new primary; the next failed call tries again");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(service, primary = %found.addr, "no connection to the new primary within {limit:?}; the next failed call tries again");
+                return;
+            }
+        };
+        tracing::info!(service, from = %current.addr, to = %found.addr, "following a failover to the new primary");
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Current {
+            generation: current.generation + 1,
+            addr: found.addr.into(),
+            primary: Arc::new(primary),
+        };
+    }
+}
+
+/// Whether a server error says the node does not take writes as the primary.
+fn is_not_primary(message: &str) -> bool {
+    NOT_PRIMARY.iter().any(|code| message.contains(code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_of_a_former_primary_are_recognised_in_both_wordings() {
+        assert!(is_not_primary(
+            "ReadOnly: You can't write against a read only replica."
+        ));
+        assert!(is_not_primary(
+            "ERR Error running script: -READONLY You can't write against a read only replica."
+        ));
+        assert!(is_not_primary("MasterDown: Link with MASTER is down"));
+        assert!(is_not_primary(
+            "BusyLoading: Redis is loading the dataset in memory"
+        ));
+        assert!(!is_not_primary("NoScript: No matching script"));
+    }
+}
