@@ -1,9 +1,12 @@
 //! Behaviour every backend must show, written once and run against a real
-//! `redis-server` (`redis::…`) and against `LockManager::in_memory()`
+//! `redis-server` (`redis::…`), against the primary of a Sentinel-managed
+//! set-up (`sentinel::…`) and against `LockManager::in_memory()`
 //! (`memory::…`).
 //!
 //! Each test gets its own server (or in-memory table), so tests are
-//! independent and run in parallel. Every loop is bounded in count and time.
+//! independent and run in parallel. The Sentinel tests that run at the same
+//! time share one topology (six processes), each in a key namespace of its
+//! own. Every loop is bounded in count and time.
 
 mod support;
 
@@ -22,7 +25,8 @@ use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Har
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
-/// Instantiates each behaviour once per backend, as `redis::NAME` and `memory::NAME`.
+/// Instantiates each behaviour once per backend, as `redis::NAME`,
+/// `sentinel::NAME` and `memory::NAME`.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod redis {
@@ -30,6 +34,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::support::Harness::redis().await).await;
+                }
+            )*
+        }
+        mod sentinel {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::support::Harness::sentinel().await).await;
                 }
             )*
         }

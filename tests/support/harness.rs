@@ -1,14 +1,17 @@
-//! Lock managers for the tests: a [`Harness`] of two managers on one backend,
-//! and connecting to one server or to Redlock nodes.
+//! Lock managers for the tests: a [`Harness`] of two managers on one backend
+//! (one server, a Sentinel-managed primary, or memory), and connecting to
+//! one server or to Redlock nodes.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use distributed_lock::LockManager;
-use distributed_lock_testkit::RedisServer;
+use distributed_lock_testkit::{RedisSentinel, RedisServer};
 
 use super::options::waiting;
 use super::probes::{becomes_free, is_held};
+use super::sentinel::{sentinel_manager, sentinel_namespace, shared_sentinel};
 use super::wait::{join_within, PROMPTLY};
 
 /// Tasks of [`Harness::locked_increments`].
@@ -19,14 +22,18 @@ const INCREMENT_ROUNDS: usize = 50;
 /// Two lock managers on one backend, as two processes would have.
 ///
 /// For Redis they are two separate connections to a server owned by this
-/// test; in memory the second is a clone of the first (the only way to share
-/// an in-memory lock table).
+/// test; for Sentinel, two managers following the primary of a topology
+/// shared with concurrent tests, in a key namespace of this test alone; in
+/// memory the second is a clone of the first (the only way to share an
+/// in-memory lock table).
 pub struct Harness {
     /// The first manager.
     pub a: LockManager,
     /// The other "process".
     pub b: LockManager,
     server: Option<RedisServer>,
+    /// Held so that the shared topology lives as long as this test.
+    _sentinel: Option<Arc<RedisSentinel>>,
 }
 
 impl Harness {
@@ -43,6 +50,22 @@ impl Harness {
             a,
             b,
             server: Some(server),
+            _sentinel: None,
+        }
+    }
+
+    /// Two managers connected through the Sentinels of the shared topology
+    /// (see [`shared_sentinel`]), with keys in a namespace of their own.
+    pub async fn sentinel() -> Harness {
+        let topology = shared_sentinel();
+        let namespace = sentinel_namespace();
+        let a = sentinel_manager(&topology, &namespace).await;
+        let b = sentinel_manager(&topology, &namespace).await;
+        Harness {
+            a,
+            b,
+            server: None,
+            _sentinel: Some(topology),
         }
     }
 
@@ -53,6 +76,7 @@ impl Harness {
             b: a.clone(),
             a,
             server: None,
+            _sentinel: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! | [`options`] | the lock options tests use again and again |
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
 //! | [`probes`] | whether a lock is held, seen from outside every lock scope |
+//! | [`sentinel`] | a Sentinel topology shared by concurrent tests; managers connected through it |
 //! | [`server_state`] | what a `redis-server` holds: lock keys, fencing counters, subscribers |
 //! | [`assertions`] | lost leases, owner tokens, validity |
 //! | [`restart`] | taking a lock again after a server restart |
@@ -28,6 +29,7 @@ pub mod harness;
 pub mod options;
 pub mod probes;
 pub mod restart;
+pub mod sentinel;
 pub mod server_state;
 #[cfg(feature = "sqlx")]
 pub mod sql;
@@ -40,6 +42,7 @@ pub use harness::*;
 pub use options::*;
 pub use probes::*;
 pub use restart::*;
+pub use sentinel::*;
 pub use server_state::*;
 #[cfg(feature = "sqlx")]
 pub use sql::*;
