@@ -173,6 +173,50 @@ async fn forced_failover_keeps_or_reports_the_lease_and_the_waiter_gets_the_lock
     within(rival.release()).await.expect("the waiter releases");
 }
 
+/// How soon a manager must be on the new primary after a failover that
+/// Sentinel announced: far less than the 8 to 20 s before Sentinel demotes a
+/// replaced primary that is still up, which a failed call would need.
+const ANNOUNCED: Duration = Duration::from_secs(3);
+
+/// A forced failover leaves the old primary up and taking writes until
+/// Sentinel demotes it, seconds later. The manager hears the Sentinels'
+/// `+switch-master` and locks on the new primary long before that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn manager_follows_an_announced_failover_before_the_old_primary_is_demoted() {
+    let topology = RedisSentinel::start();
+    let locks = manager(&topology).await;
+    locks
+        .try_acquire("switch", long())
+        .await
+        .unwrap()
+        .expect("free lock")
+        .release()
+        .await
+        .unwrap();
+    let old = topology.primary().addr();
+    let new = blocking(|| topology.failover());
+    assert_ne!(old, new);
+    let promoted = topology.primary();
+    assert_eq!(promoted.addr(), new);
+
+    let deadline = Instant::now() + ANNOUNCED;
+    let mut on_new_primary = false;
+    for _ in 0..ANNOUNCED.as_millis() / 50 {
+        if let Ok(Some(guard)) = within(locks.try_acquire("switch", long())).await {
+            on_new_primary = lock_value(promoted, "switch").as_str() == Some(guard.token());
+            within(guard.release()).await.ok();
+        }
+        if on_new_primary || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        on_new_primary,
+        "the manager still locks on the replaced primary {old} {ANNOUNCED:?} after the failover to {new}"
+    );
+}
+
 /// A crashed primary: typed errors within the timeouts while it is down,
 /// then the same manager locks and waits on the promoted replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -398,14 +442,36 @@ async fn replicated_acquire_refuses_a_lock_no_replica_received() {
     assert!(only.is_some(), "the one and only holder");
 }
 
+/// A manager whose Sentinels fall silent once it is connected (each reached
+/// through a proxy that is then blackholed): it hears no failover
+/// announcement and cannot ask where the primary went, as when its network
+/// to the Sentinels fails.
+async fn deaf_manager(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
+    let proxies: Vec<FaultProxy> = topology
+        .sentinels()
+        .iter()
+        .map(|sentinel| FaultProxy::start(sentinel.addr()))
+        .collect();
+    let locks = LockManager::builder()
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));
+    for proxy in &proxies {
+        proxy.blackhole();
+    }
+    (locks, proxies)
+}
+
 /// The other way a grant misses the new primary: a former primary that
 /// Sentinel has replaced but not yet turned into a replica (it does so 8 to
-/// 20 s later) still grants locks to clients connected to it, and the new
-/// primary grants them again.
+/// 20 s later) still grants locks to a manager that did not hear of the
+/// failover, and the new primary grants them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
     let topology = RedisSentinel::start();
-    let stale = manager(&topology).await;
+    let (stale, _silenced) = deaf_manager(&topology).await;
     let old_primary = topology.primary().addr();
     blocking(|| topology.failover());
 
@@ -432,12 +498,13 @@ async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
 }
 
 /// The same failover with replicated acquire: the replaced primary has no
-/// replica left to acknowledge the grant, so it is refused (and the manager
-/// then follows the failover), and the new primary's holder is the only one.
+/// replica left to acknowledge the grant, so it is refused, and the new
+/// primary's holder is the only one. Once its Sentinels answer again, the
+/// refused manager follows the failover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicated_acquire_is_refused_by_a_replaced_primary() {
     let topology = RedisSentinel::start();
-    let stale = manager(&topology).await;
+    let (stale, silenced) = deaf_manager(&topology).await;
     blocking(|| topology.failover());
 
     let refused = within(stale.acquire(
@@ -453,16 +520,25 @@ async fn replicated_acquire_is_refused_by_a_replaced_primary() {
         }) => assert_eq!(key, "order-42"),
         other => panic!("expected NotReplicated, got {other:?}"),
     }
-    // The refusal made the manager switch to the new primary: a lock it
-    // takes lands there (one taken before the switch is dropped, released
-    // or left to expire on the old primary).
+    for proxy in &silenced {
+        proxy.restore();
+    }
+    // A lock the manager takes lands on the new primary once it followed
+    // (one taken before is dropped, released or left to expire on the old
+    // primary); each refusal makes it ask the Sentinels again.
     let on_new_primary =
         |guard: &LockGuard| lock_value(topology.primary(), "moved").as_str() == Some(guard.token());
     let moved = until_some(
         FOLLOW,
         "the refused manager follows the failover",
         || async {
-            let guard = stale.try_acquire("moved", long()).await?;
+            let guard = stale
+                .try_acquire("moved", long().min_replicas(1, Duration::from_millis(200)))
+                .await
+                .or_else(|err| match err {
+                    LockError::NotReplicated { .. } => Ok(None),
+                    err => Err(err),
+                })?;
             Ok(guard.filter(on_new_primary))
         },
     )

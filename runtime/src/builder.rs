@@ -146,12 +146,14 @@ impl LockManagerBuilder {
     ///
     /// # Failover
     ///
-    /// A call that fails because the primary is unreachable, or because the
-    /// node answers as a replica (`READONLY`, `MASTERDOWN`, `LOADING`),
-    /// returns `LockError::Connection` (never retried: an acquisition whose
-    /// answer was lost is undone in the background) and makes the manager ask
-    /// the Sentinels for the primary in the background, at most once per
-    /// 500 ms; once they name another node, the next calls go there, with no
+    /// The manager listens for the failovers every Sentinel announces
+    /// (`+switch-master`) and then asks the Sentinels for the primary at
+    /// once. Besides, a call that fails because the primary is unreachable,
+    /// or because the node answers as a replica (`READONLY`, `MASTERDOWN`,
+    /// `LOADING`), returns `LockError::Connection` (never retried: an
+    /// acquisition whose answer was lost is undone in the background) and
+    /// makes the manager ask in the background, at most once per 500 ms.
+    /// Once the Sentinels name another node, the next calls go there, with no
     /// need to rebuild the manager. A held lease whose renewal fails is
     /// renewed on the new primary: it is kept if the lock reached that node,
     /// and reported lost (before its validity ends) if not.
@@ -162,8 +164,10 @@ impl LockManagerBuilder {
     /// still valid (that holder learns that its lease is lost once its
     /// renewals reach the new primary). The same goes for a grant by a
     /// former primary that Sentinel has replaced but not yet turned into a
-    /// replica: a manager still connected to it keeps using it until Sentinel
-    /// demotes it, some seconds later. [`LockOptions::min_replicas`] closes
+    /// replica (which takes Sentinel some seconds): a manager keeps using it
+    /// until it hears the announcement (normally within milliseconds of the
+    /// promotion; if it missed it, until a call fails there), and other
+    /// clients may too. [`LockOptions::min_replicas`] closes
     /// that window: a lock is granted only once that many replicas
     /// acknowledged it, and a former primary with no replica left refuses it
     /// with `LockError::NotReplicated` (and the manager then looks for the

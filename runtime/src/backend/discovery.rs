@@ -76,6 +76,11 @@ impl Sentinels {
         })
     }
 
+    /// One client per Sentinel, without credentials or database.
+    pub(crate) fn clients(&self) -> &[Client] {
+        &self.sentinels
+    }
+
     /// The service name the Sentinels know the primary by.
     pub(crate) fn service(&self) -> &str {
         &self.service

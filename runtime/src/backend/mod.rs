@@ -11,6 +11,7 @@ mod redis;
 mod redlock;
 mod scripts;
 mod sentinel;
+mod switches;
 mod tls;
 
 use std::time::Duration;

@@ -18,6 +18,11 @@
 //!   there. One resolution runs at a time (failures during it start none),
 //!   at most one starts per [`RESOLVE_INTERVAL`], and each is bounded by the
 //!   connect and response timeouts, so a dead set-up cannot make it spin.
+//! - Every Sentinel announces a failover it completed (`+switch-master`);
+//!   the manager listens on all of them (see `switches`) and follows at
+//!   once, without waiting for a call to fail. That matters for a replaced
+//!   primary still up: it takes writes until Sentinel demotes it, seconds
+//!   later.
 //! - Waiters subscribed on the old primary are no longer woken by its
 //!   releases; they try again at least every second (as queued waiters do)
 //!   and subscribe on the new primary then.
@@ -27,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::RedisConfig;
 use super::discovery::Sentinels;
+use super::switches::{self, Manager};
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey, RedisBackend};
 use crate::options::MinReplicas;
@@ -84,18 +90,18 @@ impl SentinelBackend {
         let found = sentinels.primary().await?;
         let primary = RedisBackend::open(found.client, config).await?;
         tracing::debug!(service, primary = %found.addr, "connected to the primary named by Sentinel");
-        Ok(SentinelBackend {
-            shared: Arc::new(Shared {
-                sentinels,
-                config,
-                current: Mutex::new(Current {
-                    generation: 0,
-                    addr: found.addr.into(),
-                    primary: Arc::new(primary),
-                }),
-                resolving: tokio::sync::Mutex::new(None),
+        let shared = Arc::new(Shared {
+            sentinels,
+            config,
+            current: Mutex::new(Current {
+                generation: 0,
+                addr: found.addr.into(),
+                primary: Arc::new(primary),
             }),
-        })
+            resolving: tokio::sync::Mutex::new(None),
+        });
+        Shared::hear_switches(&shared);
+        Ok(SentinelBackend { shared })
     }
 
     pub(crate) async fn try_lock(
@@ -197,6 +203,47 @@ impl Shared {
         }
     }
 
+    /// Follows every failover a Sentinel announces at once (see
+    /// `switches`), for as long as the manager exists.
+    fn hear_switches(shared: &Arc<Self>) {
+        let on_switch = {
+            let shared = Arc::downgrade(shared);
+            move || match shared.upgrade() {
+                Some(shared) => {
+                    tokio::spawn(shared.follow_announced());
+                    Manager::Alive
+                }
+                None => Manager::Gone,
+            }
+        };
+        let alive = {
+            let shared = Arc::downgrade(shared);
+            move || {
+                if shared.strong_count() > 0 {
+                    Manager::Alive
+                } else {
+                    Manager::Gone
+                }
+            }
+        };
+        switches::listen(
+            shared.sentinels.clients(),
+            shared.sentinels.service(),
+            shared.config.connect_timeout,
+            on_switch,
+            alive,
+        );
+    }
+
+    /// After a Sentinel announced a failover: waits for a resolution under
+    /// way to end, then asks the Sentinels and switches if the primary moved
+    /// (each Sentinel announces it, so the later ones find nothing to do).
+    async fn follow_announced(self: Arc<Self>) {
+        let mut last_start = self.resolving.lock().await;
+        *last_start = Some(Instant::now());
+        self.switch_if_moved().await;
+    }
+
     /// After a call on the primary of generation `failed` failed: asks the
     /// Sentinels for the primary and switches to it if it moved. Does nothing
     /// while another resolution runs, once the primary was replaced already,
@@ -212,6 +259,14 @@ impl Shared {
             return;
         }
         *last_start = Some(Instant::now());
+        self.switch_if_moved().await;
+    }
+
+    /// Asks the Sentinels for the primary and, if they name another node
+    /// than the current one, connects to it and sends the next calls there.
+    /// Runs under the `resolving` lock.
+    async fn switch_if_moved(&self) {
+        let current = self.current();
         let service = self.sentinels.service();
         let found = match self.sentinels.primary().await {
             Ok(found) => found,

@@ -1,0 +1,122 @@
+//! Hearing of failovers as they happen. Every Sentinel publishes
+//! `+switch-master <service> <old-ip> <old-port> <new-ip> <new-port>` once it
+//! has promoted a replica. A task per Sentinel listens for it and tells the
+//! manager at once, so that it does not keep using a replaced primary until
+//! a call fails there: Sentinel demotes a replaced primary that is still up
+//! only some seconds later, and until then it would go on granting locks
+//! the new primary knows nothing of.
+//!
+//! The tasks end once the manager is gone (checked at every message and at
+//! least every [`LIVENESS_CHECK`]); a lost subscription is opened again
+//! after [`RESUBSCRIBE_PAUSE`].
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::Client;
+
+/// The channel Sentinels announce a promoted replica on.
+const SWITCH_CHANNEL: &str = "+switch-master";
+/// How often a listening task checks that its manager still exists.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+/// Pause before subscribing again to a Sentinel that could not be reached
+/// or dropped the subscription.
+const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(1);
+
+/// What a listening task learns from its manager when it calls back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Manager {
+    Alive,
+    Gone,
+}
+
+/// Listens on every Sentinel for failovers of `service`, on the current
+/// Tokio runtime (nothing happens outside one). `on_switch` is called for
+/// each announcement, once per Sentinel that makes it; `alive` is polled
+/// between messages. Both say whether the manager still exists.
+pub(super) fn listen<S, A>(
+    sentinels: &[Client],
+    service: &str,
+    connect_timeout: Duration,
+    on_switch: S,
+    alive: A,
+) where
+    S: Fn() -> Manager + Clone + Send + Sync + 'static,
+    A: Fn() -> Manager + Clone + Send + Sync + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    for sentinel in sentinels {
+        let listener = Listener {
+            sentinel: sentinel.clone(),
+            prefix: format!("{service} "),
+            connect_timeout,
+        };
+        runtime.spawn(listener.run(on_switch.clone(), alive.clone()));
+    }
+}
+
+/// One Sentinel's announcements of one service.
+struct Listener {
+    sentinel: Client,
+    /// `<service> `, how an announcement of this service starts.
+    prefix: String,
+    connect_timeout: Duration,
+}
+
+impl Listener {
+    async fn run<S, A>(self, on_switch: S, alive: A)
+    where
+        S: Fn() -> Manager,
+        A: Fn() -> Manager,
+    {
+        while alive() == Manager::Alive {
+            if self.listen_once(&on_switch, &alive).await == Manager::Gone {
+                return;
+            }
+            tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
+        }
+    }
+
+    /// Subscribes and handles announcements until the subscription is lost
+    /// (then `Alive`) or the manager is gone.
+    async fn listen_once<S, A>(&self, on_switch: &S, alive: &A) -> Manager
+    where
+        S: Fn() -> Manager,
+        A: Fn() -> Manager,
+    {
+        let subscribe = async {
+            let mut pubsub = self.sentinel.get_async_pubsub().await?;
+            pubsub.subscribe(SWITCH_CHANNEL).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let pubsub = match tokio::time::timeout(self.connect_timeout * 2, subscribe).await {
+            Ok(Ok(pubsub)) => pubsub,
+            Ok(Err(err)) => {
+                tracing::debug!(error = %err, "cannot subscribe to a Sentinel's failover announcements; trying again");
+                return Manager::Alive;
+            }
+            Err(_) => return Manager::Alive,
+        };
+        let mut messages = pubsub.into_on_message();
+        loop {
+            let message = tokio::select! {
+                message = messages.next() => message,
+                () = tokio::time::sleep(LIVENESS_CHECK) => {
+                    if alive() == Manager::Gone {
+                        return Manager::Gone;
+                    }
+                    continue;
+                }
+            };
+            let Some(message) = message else {
+                return Manager::Alive;
+            };
+            let payload: String = message.get_payload().unwrap_or_default();
+            if payload.starts_with(&self.prefix) && on_switch() == Manager::Gone {
+                return Manager::Gone;
+            }
+        }
+    }
+}
