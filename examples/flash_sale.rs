@@ -6,12 +6,15 @@
 //! Run: `scripts/example` (or `cargo run --example flash_sale -- --no-lock`).
 //! Starts its own temporary redis-server unless `REDIS_URL` is set.
 //! Options: `--no-lock`, `--buyers N` (default 200), `--stock N` (default 50),
-//! `--instances N` (default 4).
+//! `--instances N` (default 4), and where the locks live:
+//! `--sentinel` (starts its own primary, 2 replicas and 3 Sentinels) or
+//! `--sentinel NAME URL,URL,...` (an existing Sentinel set-up; the stock is
+//! kept on the primary they name).
 
 use std::time::{Duration, Instant};
 
 use distributed_lock::{distributed_lock, LockError, LockManager};
-use distributed_lock_testkit::RedisServer;
+use distributed_lock_testkit::{RedisSentinel, RedisServer};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
@@ -56,6 +59,61 @@ struct Settings {
     buyers: usize,
     stock: i64,
     instances: usize,
+    /// `--sentinel`: `Some(None)` starts a Sentinel set-up, `Some(Some(..))`
+    /// names an existing one (service name, Sentinel URLs).
+    sentinel: Option<Option<(String, Vec<String>)>>,
+}
+
+/// Where the locks and the stock live.
+enum Deployment {
+    /// One server: the locks and the stock on it.
+    Single { url: String },
+    /// A Sentinel-managed primary: the locks through the Sentinels, the stock
+    /// on the primary they name now.
+    Sentinel {
+        service: String,
+        sentinels: Vec<String>,
+        primary_url: String,
+    },
+}
+
+impl Deployment {
+    async fn manager(&self) -> Result<LockManager, LockError> {
+        match self {
+            Deployment::Single { url } => LockManager::connect(url).await,
+            Deployment::Sentinel {
+                service, sentinels, ..
+            } => LockManager::sentinel(service, sentinels).await,
+        }
+    }
+
+    fn data_url(&self) -> &str {
+        match self {
+            Deployment::Single { url } => url,
+            Deployment::Sentinel { primary_url, .. } => primary_url,
+        }
+    }
+}
+
+/// `redis://host:port` of the primary the first Sentinel names for `service`.
+async fn primary_url(
+    service: &str,
+    sentinels: &[String],
+) -> Result<String, Box<dyn std::error::Error>> {
+    let first = sentinels
+        .first()
+        .ok_or("--sentinel needs at least one URL")?;
+    let mut sentinel = redis::Client::open(first.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(service)
+        .query_async(&mut sentinel)
+        .await?;
+    let (host, port) =
+        named.ok_or_else(|| format!("the Sentinel at {first} does not know `{service}`"))?;
+    Ok(format!("redis://{host}:{port}"))
 }
 
 fn parse_settings() -> Result<Settings, String> {
@@ -64,8 +122,9 @@ fn parse_settings() -> Result<Settings, String> {
         buyers: 200,
         stock: 50,
         instances: 4,
+        sentinel: None,
     };
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
     while let Some(arg) = args.next() {
         let mut number = |name: &str| -> Result<usize, String> {
             args.next()
@@ -77,10 +136,20 @@ fn parse_settings() -> Result<Settings, String> {
             "--buyers" => settings.buyers = number("--buyers")?,
             "--stock" => settings.stock = number("--stock")? as i64,
             "--instances" => settings.instances = number("--instances")?.max(1),
+            "--sentinel" => {
+                settings.sentinel = Some(match args.next_if(|next| !next.starts_with("--")) {
+                    None => None,
+                    Some(service) => {
+                        let urls = args.next().ok_or("--sentinel NAME needs URL,URL,...")?;
+                        Some((service, urls.split(',').map(str::to_owned).collect()))
+                    }
+                });
+            }
             other => {
                 return Err(format!(
-                "unknown argument `{other}`; use --no-lock, --buyers N, --stock N, --instances N"
-            ))
+                    "unknown argument `{other}`; use --no-lock, --buyers N, --stock N, \
+                     --instances N, --sentinel [NAME URL,URL,...]"
+                ))
             }
         }
     }
@@ -90,17 +159,43 @@ fn parse_settings() -> Result<Settings, String> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = parse_settings()?;
-    let own_server = std::env::var("REDIS_URL").is_err().then(RedisServer::start);
-    let url = match &own_server {
-        Some(server) => {
-            println!("started a temporary redis-server at {}", server.url());
-            server.url()
+    // Kept until the end: dropping them stops the servers this run started.
+    let mut own_server = None;
+    let mut own_sentinels = None;
+    let deployment = match &settings.sentinel {
+        None => {
+            let url = match std::env::var("REDIS_URL") {
+                Ok(url) => url,
+                Err(_) => {
+                    let server = own_server.insert(RedisServer::start());
+                    println!("started a temporary redis-server at {}", server.url());
+                    server.url()
+                }
+            };
+            Deployment::Single { url }
         }
-        None => std::env::var("REDIS_URL")?,
+        Some(None) => {
+            let topology = own_sentinels.insert(RedisSentinel::start());
+            println!(
+                "started a temporary primary {}, 2 replicas and 3 Sentinels ({})",
+                topology.primary().url(),
+                topology.sentinel_urls().join(", ")
+            );
+            Deployment::Sentinel {
+                service: topology.service_name().to_owned(),
+                sentinels: topology.sentinel_urls(),
+                primary_url: topology.primary().url(),
+            }
+        }
+        Some(Some((service, sentinels))) => Deployment::Sentinel {
+            primary_url: primary_url(service, sentinels).await?,
+            service: service.clone(),
+            sentinels: sentinels.clone(),
+        },
     };
 
     let sku = "sku-42";
-    let client = redis::Client::open(url.as_str())?;
+    let client = redis::Client::open(deployment.data_url())?;
     let mut setup = client.get_multiplexed_async_connection().await?;
     let _: () = setup.set(format!("stock:{sku}"), settings.stock).await?;
     let _: () = setup.set(format!("sold:{sku}"), 0).await?;
@@ -108,7 +203,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut shops = Vec::new();
     for _ in 0..settings.instances {
         shops.push(std::sync::Arc::new(Shop {
-            locks: LockManager::connect(&url).await?,
+            locks: deployment.manager().await?,
             redis: client.get_multiplexed_async_connection().await?,
         }));
     }
