@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{FaultProxy, RedisServer, RespValue};
 use support::{drop_after_polls, is_held, lock_value, long, poll_async, PROMPTLY};
 
@@ -146,22 +146,8 @@ async fn every_future_at_every_await(setup: Setup) {
     .await;
     covered.push(("try_acquire", polls));
 
-    let polls = cancel_at_each_poll(&setup, "acquire behind a holder", || async {
-        let holder = locks
-            .try_acquire(KEY, long())
-            .await
-            .expect("holder")
-            .expect("the key is free between rounds");
-        let release_soon = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            holder.release().await.expect("holder releases");
-        });
-        let waiting = long().wait(Duration::from_secs(5));
-        let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
-        if let Some(Ok(guard)) = inner.await {
-            guard.release().await.expect("release");
-        }
-        release_soon.await.expect("release task");
+    let polls = cancel_at_each_poll(&setup, "acquire behind a holder", || {
+        acquire_behind_a_holder(locks, long())
     })
     .await;
     covered.push(("acquire behind a holder", polls));
@@ -174,22 +160,8 @@ async fn every_future_at_every_await(setup: Setup) {
     .await;
     covered.push(("fenced try_acquire", polls));
 
-    let polls = cancel_at_each_poll(&setup, "fenced acquire behind a holder", || async {
-        let holder = locks
-            .try_acquire(KEY, long())
-            .await
-            .expect("holder")
-            .expect("the key is free between rounds");
-        let release_soon = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            holder.release().await.expect("holder releases");
-        });
-        let waiting = long().fenced(true).wait(Duration::from_secs(5));
-        let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
-        if let Some(Ok(guard)) = inner.await {
-            guard.release().await.expect("release");
-        }
-        release_soon.await.expect("release task");
+    let polls = cancel_at_each_poll(&setup, "fenced acquire behind a holder", || {
+        acquire_behind_a_holder(locks, long().fenced(true))
     })
     .await;
     covered.push(("fenced acquire behind a holder", polls));
@@ -233,6 +205,26 @@ async fn every_future_at_every_await(setup: Setup) {
             "{what} completed on its first poll: nothing was cancelled"
         );
     }
+}
+
+/// Takes `KEY`, releases it 30 ms later from a task, and meanwhile waits for
+/// it with `options` (up to 5 s), releasing it once granted.
+async fn acquire_behind_a_holder(locks: &LockManager, options: LockOptions) {
+    let holder = locks
+        .try_acquire(KEY, long())
+        .await
+        .expect("holder")
+        .expect("the key is free between rounds");
+    let release_soon = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        holder.release().await.expect("holder releases");
+    });
+    let waiting = options.wait(Duration::from_secs(5));
+    let inner = drop_after_polls(locks.acquire(KEY, waiting), usize::MAX);
+    if let Some(Ok(guard)) = inner.await {
+        guard.release().await.expect("release");
+    }
+    release_soon.await.expect("release task");
 }
 
 /// Runs `make()` dropped after poll 1, 2, … until one run completes by

@@ -19,8 +19,8 @@ use distributed_lock_testkit::{
     poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue,
 };
 use support::{
-    assert_subscribed_soon, lease_still_valid, lock_value, long, poll_async, shared_sentinel,
-    within, NO_HANG,
+    assert_granted_twice, assert_subscribed_soon, lease_still_valid, lock_value, long, poll_async,
+    shared_sentinel, within, NO_HANG,
 };
 
 /// Connect and response timeouts of the managers of these tests, so that a
@@ -397,14 +397,7 @@ async fn failover_to_a_replica_that_missed_the_grant_grants_a_plain_lock_twice()
         .await
         .expect("the promoted replica answers");
 
-    assert!(
-        rival.is_some(),
-        "the promoted replica grants the lock again"
-    );
-    assert!(
-        lease_still_valid(&guard),
-        "while the first holder's lease is still valid: two holders"
-    );
+    assert_granted_twice(&rival, &guard);
 }
 
 /// The same crash with replicated acquire: no replica acknowledged, so the
@@ -490,11 +483,7 @@ async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
         .await
         .expect("the new primary answers");
 
-    assert!(rival.is_some(), "the new primary grants the lock again");
-    assert!(
-        lease_still_valid(&first),
-        "while the first holder's lease is still valid: two holders"
-    );
+    assert_granted_twice(&rival, &first);
 }
 
 /// The same failover with replicated acquire: the replaced primary has no
