@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use distributed_lock::{LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{poll_until, FaultProxy, RedisServer, RespValue};
-use support::{assert_granted_twice, connect, lock_value};
+use support::{assert_granted_twice, assert_not_replicated, connect, lock_value};
 
 fn info_replication(server: &RedisServer) -> String {
     server
@@ -94,14 +94,7 @@ async fn replicated_acquire_refuses_a_lock_the_replica_did_not_get() {
         )
         .await;
 
-    match refused {
-        Err(LockError::NotReplicated {
-            key,
-            acknowledged: 0,
-            required: 1,
-        }) => assert_eq!(key, "order-42"),
-        other => panic!("expected NotReplicated, got {other:?}"),
-    }
+    assert_not_replicated(refused, "order-42");
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(200) && took < Duration::from_secs(3),

@@ -19,8 +19,8 @@ use distributed_lock_testkit::{
     poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue,
 };
 use support::{
-    assert_granted_twice, assert_subscribed_soon, lease_still_valid, lock_value, long, poll_async,
-    shared_sentinel, within, NO_HANG,
+    assert_granted_twice, assert_not_replicated, assert_subscribed_soon, lease_still_valid,
+    lock_value, long, poll_async, shared_sentinel, within, NO_HANG,
 };
 
 /// Connect and response timeouts of the managers of these tests, so that a
@@ -413,14 +413,7 @@ async fn replicated_acquire_refuses_a_lock_no_replica_received() {
         long().min_replicas(1, Duration::from_millis(200)),
     ))
     .await;
-    match refused {
-        Err(LockError::NotReplicated {
-            key,
-            acknowledged: 0,
-            required: 1,
-        }) => assert_eq!(key, "order-42"),
-        other => panic!("expected NotReplicated, got {other:?}"),
-    }
+    assert_not_replicated(refused, "order-42");
     assert_eq!(
         lock_value(topology.primary(), "order-42"),
         RespValue::Nil,
@@ -501,14 +494,7 @@ async fn replicated_acquire_is_refused_by_a_replaced_primary() {
         long().min_replicas(1, Duration::from_millis(200)),
     ))
     .await;
-    match refused {
-        Err(LockError::NotReplicated {
-            key,
-            acknowledged: 0,
-            required: 1,
-        }) => assert_eq!(key, "order-42"),
-        other => panic!("expected NotReplicated, got {other:?}"),
-    }
+    assert_not_replicated(refused, "order-42");
     for proxy in &silenced {
         proxy.restore();
     }

@@ -13,6 +13,20 @@ pub fn assert_lease_lost<T: std::fmt::Debug>(result: Result<T, LockError>, key: 
     }
 }
 
+/// Asserts that `result` is `Err(LockError::NotReplicated)` for `key`, with
+/// no replica of the one required acknowledging.
+#[track_caller]
+pub fn assert_not_replicated<T: std::fmt::Debug>(result: Result<T, LockError>, key: &str) {
+    match result {
+        Err(LockError::NotReplicated {
+            key: refused,
+            acknowledged: 0,
+            required: 1,
+        }) => assert_eq!(refused, key),
+        other => panic!("expected NotReplicated for `{key}`, got {other:?}"),
+    }
+}
+
 /// Whether `token` looks like an owner token: 32 lowercase hex digits.
 pub fn is_owner_token(token: &str) -> bool {
     token.len() == 32
