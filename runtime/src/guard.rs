@@ -160,8 +160,7 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
                 if sent == Sent::First {
                     let _ = unlock(&lease).await;
                 } else {
-                    let backend = lease.manager.backend();
-                    let resent = backend.unlock(&lease.key, &lease.token).await;
+                    let resent = end_lock(&lease).await;
                     tracing::debug!(key = %lease.key.user, ?resent, "release sent again after a cancelled release()");
                 }
                 task.done = true;
@@ -189,9 +188,25 @@ impl Drop for SpawnedRelease {
     }
 }
 
-async fn unlock(lease: &Lease) -> Result<(), LockError> {
+/// Deletes the lock, or, within its `hold_at_least`, sets its TTL to the
+/// time left (compare-and-`PEXPIRE`); whether it was still ours.
+async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
     let backend = lease.manager.backend();
-    match backend.unlock(&lease.key, &lease.token).await {
+    match lease.hold_left() {
+        Some(left) => {
+            let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+            let kept = backend.renew(&lease.key, &lease.token, left_ms).await?;
+            if kept {
+                tracing::debug!(key = %lease.key.user, ?left, "lock kept for the rest of its hold_at_least");
+            }
+            Ok(kept)
+        }
+        None => backend.unlock(&lease.key, &lease.token).await,
+    }
+}
+
+async fn unlock(lease: &Lease) -> Result<(), LockError> {
+    match end_lock(lease).await {
         Ok(true) => {
             tracing::debug!(key = %lease.key.user, "lock released");
             Ok(())

@@ -51,6 +51,8 @@ pub(crate) struct Lease {
     fence: OnceCell<u64>,
     pub(crate) status: watch::Sender<LeaseStatus>,
     watchdog: Option<Arc<Watchdog>>,
+    /// Until when a release keeps the lock (`LockOptions::hold_at_least`).
+    hold_until: Option<Instant>,
 }
 
 impl Lease {
@@ -74,7 +76,22 @@ impl Lease {
             fence: OnceCell::new(),
             status,
             watchdog: None,
+            hold_until: None,
         }
+    }
+
+    /// Keeps the lock until `until` even if released sooner (see
+    /// `LockOptions::hold_at_least`).
+    pub(crate) fn hold_until(&mut self, until: Instant) {
+        self.hold_until = Some(until);
+    }
+
+    /// How much longer a release must keep the lock: the time left until
+    /// `hold_until`, if at least a millisecond is.
+    pub(crate) fn hold_left(&self) -> Option<Duration> {
+        self.hold_until
+            .map(|until| until.saturating_duration_since(Instant::now()))
+            .filter(|left| *left >= Duration::from_millis(1))
     }
 
     /// The fencing token of this lease: issued by the backend on the first

@@ -50,7 +50,7 @@ mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::private::locked;
+    pub use crate::private::{locked, locked_or_skipped, Skipped};
 }
 mod private;
 

@@ -196,6 +196,36 @@ impl LockManager {
     ) -> Result<F::Output, LockError> {
         let on_lost = options.on_lost;
         let guard = self.acquire(key, options).await?;
+        Self::run_locked(key, guard, on_lost, body).await
+    }
+
+    /// As [`with_lock`](Self::with_lock), but with one attempt: when someone
+    /// else holds `key`, returns `Ok(None)` at once without running `body`
+    /// (logged at info), whatever `wait` says. For jobs that every instance
+    /// of a fleet schedules and that one of them should run (see
+    /// [`LockOptions::hold_at_least`]).
+    pub async fn try_with_lock<F: Future>(
+        &self,
+        key: &str,
+        options: LockOptions,
+        body: F,
+    ) -> Result<Option<F::Output>, LockError> {
+        let on_lost = options.on_lost;
+        let Some(guard) = self.try_acquire(key, options).await? else {
+            tracing::info!(key, "lock held elsewhere: skipped");
+            return Ok(None);
+        };
+        Self::run_locked(key, guard, on_lost, body).await.map(Some)
+    }
+
+    /// Runs `body` in the lock scope of `guard`'s lease, cancelled when the
+    /// lease is lost unless `on_lost` says otherwise, then releases.
+    async fn run_locked<F: Future>(
+        key: &str,
+        guard: LockGuard,
+        on_lost: OnLost,
+        body: F,
+    ) -> Result<F::Output, LockError> {
         let lease = Arc::clone(guard.lease());
         let scoped = scope::enter(Arc::clone(&lease), body);
         let output = match on_lost {
@@ -226,6 +256,7 @@ impl LockManager {
     ) -> Result<Option<LockGuard>, LockError> {
         let ttl_ms = options.ttl_millis()?;
         let replicas = options.replication()?;
+        options.hold()?;
         let lock_key = self.lock_key(key);
         if let Some(lease) = scope::find(self, &lock_key.lock) {
             if !options.reentrant {
@@ -499,6 +530,9 @@ impl LockManager {
             requested_at,
         );
         lease.set_watchdog(watchdog);
+        if let Some(hold) = options.hold_at_least {
+            lease.hold_until(Instant::now() + hold);
+        }
         Arc::new(lease)
     }
 }

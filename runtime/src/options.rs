@@ -30,6 +30,7 @@ pub struct LockOptions {
     pub(crate) on_lost: OnLost,
     pub(crate) min_replicas: Option<ReplicaRequirement>,
     pub(crate) fenced: bool,
+    pub(crate) hold_at_least: Option<Duration>,
 }
 
 /// What the caller asked of replicas; the default timeout is resolved
@@ -62,6 +63,7 @@ impl Default for LockOptions {
             on_lost: OnLost::Cancel,
             min_replicas: None,
             fenced: false,
+            hold_at_least: None,
         }
     }
 }
@@ -105,6 +107,23 @@ impl LockOptions {
     /// What a locked body does when the lease is lost (default [`OnLost::Cancel`]).
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.on_lost = on_lost;
+        self
+    }
+
+    /// Keeps the lock until at least `hold` after it was acquired, even when
+    /// the holder releases it sooner (default: released at once).
+    ///
+    /// For jobs that a whole fleet schedules and that must run once per
+    /// period: the instance that gets the lock runs the job, and instances
+    /// whose schedule fires up to `hold` later find the key still held and
+    /// skip (see `try_with_lock`). A release before `hold` has passed sets
+    /// the lock's TTL to the time left instead of deleting it (the same
+    /// compare-and-`PEXPIRE` as a renewal, one round trip) and stops renewing;
+    /// a holder still running after `hold` is renewed as usual and releases
+    /// at once. Zero turns it off; longer than 365 days fails the acquisition
+    /// with `InvalidOptions`.
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.hold_at_least = (!hold.is_zero()).then_some(hold);
         self
     }
 
@@ -207,6 +226,16 @@ impl LockOptions {
             ));
         }
         Ok(ms)
+    }
+
+    /// The `hold_at_least` time, checked like a ttl.
+    pub(crate) fn hold(&self) -> Result<Option<Duration>, crate::LockError> {
+        match self.hold_at_least {
+            Some(hold) if hold > MAX_TTL => Err(crate::LockError::InvalidOptions(format!(
+                "hold_at_least {hold:?} is longer than the longest lease, 365 days"
+            ))),
+            hold => Ok(hold),
+        }
     }
 
     /// The replica requirement, checked against the ttl.

@@ -1,4 +1,4 @@
-//! The one entry point the `#[distributed_lock]` expansion calls. Not a stable API.
+//! The entry points the `#[distributed_lock]` expansion calls. Not a stable API.
 
 use std::future::Future;
 
@@ -23,6 +23,50 @@ where
     };
     match manager.with_lock(&key, options, body).await {
         Ok(result) => result,
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// What an annotated function with `on_busy = "skip"` returns when the lock
+/// is held elsewhere: `Ok(())` or `Ok(None)`.
+#[diagnostic::on_unimplemented(
+    message = "`on_busy = \"skip\"` needs a function that can say it skipped: `Result<(), E>` or `Result<Option<T>, E>`, not `Result<{Self}, E>`",
+    label = "this function cannot return a skipped call"
+)]
+pub trait Skipped {
+    /// The value of a skipped call.
+    fn skipped() -> Self;
+}
+
+impl Skipped for () {
+    fn skipped() -> Self {}
+}
+
+impl<T> Skipped for Option<T> {
+    fn skipped() -> Self {
+        None
+    }
+}
+
+/// As [`locked`], with one attempt: when the lock is held elsewhere the body
+/// does not run and the call returns `Ok(T::skipped())`.
+pub async fn locked_or_skipped<F, T, E>(
+    client: Option<LockManager>,
+    key: String,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    T: Skipped,
+    E: From<LockError>,
+{
+    let Some(manager) = client.or_else(installed) else {
+        return Err(LockError::NotInstalled.into());
+    };
+    match manager.try_with_lock(&key, options, body).await {
+        Ok(Some(result)) => result,
+        Ok(None) => Ok(T::skipped()),
         Err(err) => Err(err.into()),
     }
 }
