@@ -59,6 +59,15 @@ use proc_macro::TokenStream;
 /// - `fenced = true|false`: issue the fencing token together with the lock,
 ///   in the same round trip when uncontended, so `fencing_token().await` in
 ///   the body answers at once (`false`: issued on the first request).
+/// - `on_busy = "skip"|"wait"`: when the lock is held elsewhere, return at
+///   once without running the body (`"skip"`: `Ok(())` for `Result<(), E>`,
+///   `Ok(None)` for `Result<Option<T>, E>`, logged at info; any other return
+///   type is a compile error; `wait` is then not allowed), or wait up to
+///   `wait` and fail with `LockError::Timeout` (`"wait"`).
+/// - `hold_at_least = "5m"`: keep the lock until at least this long after it
+///   was acquired, even when the body ends sooner, so that instances whose
+///   schedules fire within that time skip the job (above zero, at most 365
+///   days; off).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
 ///   installed with `distributed_lock::install`). `client = expr` is an older

@@ -17,7 +17,7 @@ use crate::shared::args::krate;
 use crate::shared::errors::{with_error, Errors};
 use crate::shared::mention::mention_params;
 use crate::shared::signature::{self, Requirements};
-use options::{OnLost, Options};
+use options::{OnBusy, OnLost, Options};
 
 const REQUIREMENTS: Requirements = Requirements {
     attribute: "#[distributed_lock]",
@@ -99,8 +99,12 @@ fn rewrite(
     // The call is spanned at the return type: an error type without
     // `From<LockError>` is reported there.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
+    let entry = match options.on_busy {
+        OnBusy::Wait => quote!(locked),
+        OnBusy::Skip => quote!(locked_or_skipped),
+    };
     let call = quote_spanned! {return_span=>
-        #krate_at_return::__private::locked(
+        #krate_at_return::__private::#entry(
             #manager_var,
             #key_var,
             #lock_options,
@@ -151,6 +155,10 @@ fn lock_options(options: &Options, krate: &TokenStream) -> TokenStream {
     }
     if let Some(fenced) = options.fenced {
         setters.extend(quote!(.fenced(#fenced)));
+    }
+    if let Some(hold) = options.hold_at_least_ms {
+        let hold = millis(hold);
+        setters.extend(quote!(.hold_at_least(#hold)));
     }
     match options.min_replicas {
         Some((replicas, Some(timeout))) => {

@@ -16,6 +16,10 @@ const RENEW: &str = "renew";
 const REENTRANT: &str = "reentrant";
 const ON_LOST: &str = "on_lost";
 const FENCED: &str = "fenced";
+const ON_BUSY: &str = "on_busy";
+const HOLD_AT_LEAST: &str = "hold_at_least";
+/// The longest `hold_at_least`, as the runtime's longest lease: 365 days.
+const MAX_HOLD_MS: u64 = 365 * 24 * 3_600_000;
 const MANAGER: &str = "manager";
 /// The older name of `manager`, still accepted.
 const CLIENT: &str = "client";
@@ -33,6 +37,8 @@ const SPEC: Spec = Spec {
         REENTRANT,
         ON_LOST,
         FENCED,
+        ON_BUSY,
+        HOLD_AT_LEAST,
         MANAGER,
         MIN_REPLICAS,
         REPLICA_TIMEOUT,
@@ -53,6 +59,9 @@ pub(crate) struct Options {
     pub(crate) reentrant: Option<bool>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fenced: Option<bool>,
+    /// What a call does when the lock is held elsewhere.
+    pub(crate) on_busy: OnBusy,
+    pub(crate) hold_at_least_ms: Option<u64>,
     /// Replicas that must acknowledge the acquisition, and how long to wait
     /// for them in milliseconds (`None`: the runtime's default).
     pub(crate) min_replicas: Option<(u32, Option<u64>)>,
@@ -63,6 +72,15 @@ pub(crate) struct Options {
     /// Accept parameters that look like a caller's open transaction (the
     /// macro's own check, off unless written).
     pub(crate) allow_open_transaction: bool,
+}
+
+/// What a call does when the lock is held elsewhere.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnBusy {
+    /// Wait up to `wait`, then fail with `LockError::Timeout` (the default).
+    Wait,
+    /// Return at once without running the body: `Ok(())` or `Ok(None)`.
+    Skip,
 }
 
 /// What the body does when the lease is lost.
@@ -94,6 +112,14 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     let reentrant = read(&mut args, REENTRANT, args::boolean, errors);
     let on_lost = read(&mut args, ON_LOST, on_lost, errors);
     let fenced = read(&mut args, FENCED, args::boolean, errors);
+    let on_busy = read(&mut args, ON_BUSY, on_busy, errors);
+    let hold_at_least = read(&mut args, HOLD_AT_LEAST, hold, errors);
+    if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, wait) {
+        let message = format!(
+            r#"`{WAIT}` has no effect with `{ON_BUSY} = "skip"`, which returns at once when the lock is busy; remove one of them"#
+        );
+        errors.push(syn::Error::new(wait_span, message));
+    }
     let allow_open_transaction = read(&mut args, ALLOW_OPEN_TRANSACTION, args::boolean, errors);
     let min_replicas = replication(&mut args, ttl.map(|(ms, _)| ms), errors);
     let manager = args.take(MANAGER).map(|arg| arg.value);
@@ -108,6 +134,8 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         reentrant,
         on_lost,
         fenced,
+        on_busy: on_busy.map_or(OnBusy::Wait, |(on_busy, _)| on_busy),
+        hold_at_least_ms: hold_at_least,
         min_replicas,
         manager,
         crate_path,
@@ -222,6 +250,36 @@ fn millis(value: &Expr, option: &str) -> syn::Result<(u64, Span)> {
         return Err(syn::Error::new(text.span(), message));
     }
     Ok((millis, text.span()))
+}
+
+/// `"wait"` or `"skip"`, with the span of the literal.
+fn on_busy(value: &Expr, option: &str) -> syn::Result<(OnBusy, Span)> {
+    let text = args::string(value, option, r#""skip""#)?;
+    match text.value().as_str() {
+        "wait" => Ok((OnBusy::Wait, text.span())),
+        "skip" => Ok((OnBusy::Skip, text.span())),
+        _ => {
+            let message = format!(
+                r#"`{option}` takes "skip" (return at once without running the body: `Ok(())` or `Ok(None)`) or "wait" (wait up to `wait`, then fail)"#
+            );
+            Err(syn::Error::new(text.span(), message))
+        }
+    }
+}
+
+/// `hold_at_least`: a duration above zero and at most 365 days, in ms.
+fn hold(value: &Expr, option: &str) -> syn::Result<u64> {
+    let (ms, span) = millis(value, option)?;
+    if ms == 0 {
+        let message =
+            format!("`{option}` must be greater than zero (leave it out to release at once)");
+        return Err(syn::Error::new(span, message));
+    }
+    if ms > MAX_HOLD_MS {
+        let message = format!("`{option}` must be at most 365 days, the longest lease");
+        return Err(syn::Error::new(span, message));
+    }
+    Ok(ms)
 }
 
 /// `"cancel"` or `"continue"`.
