@@ -52,6 +52,7 @@ mod watchdog;
 pub mod __private {
     pub use crate::private::{locked, locked_or_skipped, Skipped};
 }
+mod multi;
 mod private;
 
 pub use builder::LockManagerBuilder;
@@ -59,5 +60,6 @@ pub use error::LockError;
 pub use guard::LockGuard;
 pub use install::{install, installed};
 pub use manager::LockManager;
+pub use multi::MultiGuard;
 pub use options::{LockOptions, OnLost};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};

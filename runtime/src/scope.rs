@@ -30,8 +30,23 @@ impl HeldLocks {
 
 /// Runs `body` with `lease` added to the current scope's held locks.
 pub(crate) async fn enter<F: std::future::Future>(lease: Arc<Lease>, body: F) -> F::Output {
+    enter_all(std::iter::once(lease), body).await
+}
+
+/// Runs `body` with every lease of `leases` added to the current scope's
+/// held locks (the last one innermost).
+pub(crate) async fn enter_all<F: std::future::Future>(
+    leases: impl IntoIterator<Item = Arc<Lease>>,
+    body: F,
+) -> F::Output {
     let outer = HELD.try_with(Arc::clone).ok();
-    HELD.scope(Arc::new(HeldLocks { lease, outer }), body).await
+    let held = leases.into_iter().fold(outer, |outer, lease| {
+        Some(Arc::new(HeldLocks { lease, outer }))
+    });
+    match held {
+        Some(held) => HELD.scope(held, body).await,
+        None => body.await,
+    }
 }
 
 /// The lease the current scope holds on `lock_key` of this manager, if any.

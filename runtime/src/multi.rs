@@ -1,0 +1,165 @@
+//! Several keys at once, all or nothing, without deadlock: the keys are
+//! taken one by one in one canonical order (sorted, duplicates collapsed),
+//! so two callers that want the same keys in different orders queue on the
+//! first key they share instead of each holding what the other waits for.
+//! A failure on any key gives back the keys taken so far.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::select_all;
+
+use crate::{scope, LockError, LockGuard, LockManager, LockOptions, OnLost};
+
+/// The locks on several keys, held together. Released together by
+/// [`release`](Self::release), or when dropped (each key as a dropped
+/// [`LockGuard`] is).
+#[must_use = "the locks are released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct MultiGuard {
+    /// One guard per distinct key, in key order.
+    guards: Vec<LockGuard>,
+}
+
+impl MultiGuard {
+    /// The keys held, sorted, each once.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.guards.iter().map(LockGuard::key)
+    }
+
+    /// The guard of `key`, if it is one of the keys held.
+    pub fn guard(&self, key: &str) -> Option<&LockGuard> {
+        self.guards.iter().find(|guard| guard.key() == key)
+    }
+
+    /// The fencing token of `key` (see [`LockGuard::fencing_token`]);
+    /// `Err(LockError::NotHeld)` for a key this guard does not hold.
+    pub async fn fencing_token(&self, key: &str) -> Result<u64, LockError> {
+        match self.guard(key) {
+            Some(guard) => guard.fencing_token().await,
+            None => Err(LockError::NotHeld {
+                key: Some(key.to_owned()),
+            }),
+        }
+    }
+
+    /// Whether the lease of any of the keys has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Resolves as soon as the lease of any of the keys is lost.
+    pub async fn lost(&self) {
+        let losses = self.guards.iter().map(|guard| Box::pin(guard.lost()));
+        select_all(losses).await;
+    }
+
+    /// Releases every key; the first error, if any (the other keys are
+    /// released all the same).
+    pub async fn release(self) -> Result<(), LockError> {
+        let mut first_error = Ok(());
+        for guard in self.guards {
+            if let Err(err) = guard.release().await {
+                if first_error.is_ok() {
+                    first_error = Err(err);
+                }
+            }
+        }
+        first_error
+    }
+}
+
+impl LockManager {
+    /// Locks every key of `keys` with `options`, or none: the keys are
+    /// sorted and taken one by one in that order (a key given twice is taken
+    /// once), so callers asking for the same keys in any order never
+    /// deadlock. `wait` bounds the whole acquisition, not each key. If any
+    /// key fails (busy after the wait, or an error), the keys taken so far
+    /// are released before the error returns. Each key has its own lease and
+    /// renewal; fencing tokens are per key ([`MultiGuard::fencing_token`]).
+    /// Cancel-safe as [`acquire`](Self::acquire): dropped at any `.await`,
+    /// it leaves no lock behind.
+    pub async fn acquire_all<I>(
+        &self,
+        keys: I,
+        options: LockOptions,
+    ) -> Result<MultiGuard, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let mut keys: Vec<String> = keys
+            .into_iter()
+            .map(|key| key.as_ref().to_owned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            return Err(LockError::InvalidOptions(
+                "acquire_all needs at least one key".into(),
+            ));
+        }
+        let deadline = Instant::now().checked_add(options.wait);
+        let mut guards = Vec::with_capacity(keys.len());
+        for key in &keys {
+            let left = deadline.map_or(options.wait, |deadline| {
+                deadline.saturating_duration_since(Instant::now())
+            });
+            match self.acquire(key, options.clone().wait(left)).await {
+                Ok(guard) => guards.push(guard),
+                Err(err) => {
+                    let taken = MultiGuard { guards };
+                    if let Err(release) = taken.release().await {
+                        tracing::warn!(key, error = %release, "giving back the keys taken before a failed acquire_all failed; they expire after their TTL");
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Ok(MultiGuard { guards })
+    }
+
+    /// Runs `body` while holding every key of `keys` (see
+    /// [`acquire_all`](Self::acquire_all)); as [`with_lock`](Self::with_lock)
+    /// otherwise: the body runs in a lock scope of all the keys (nested
+    /// acquisitions of any of them re-enter), and with `OnLost::Cancel` it is
+    /// dropped as soon as the lease of any key is lost.
+    pub async fn with_locks<I, F>(
+        &self,
+        keys: I,
+        options: LockOptions,
+        body: F,
+    ) -> Result<F::Output, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+        F: Future,
+    {
+        let on_lost = options.on_lost;
+        let guard = self.acquire_all(keys, options).await?;
+        let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
+        let scoped = scope::enter_all(leases.collect::<Vec<_>>(), body);
+        let output = match on_lost {
+            OnLost::Cancel => tokio::select! {
+                biased;
+                () = guard.lost() => None,
+                output = scoped => Some(output),
+            },
+            OnLost::Continue => Some(scoped.await),
+        };
+        let Some(output) = output else {
+            let lost = guard
+                .guards
+                .iter()
+                .find(|held| held.is_lost())
+                .map_or_else(String::new, |held| held.key().to_owned());
+            drop(guard);
+            return Err(LockError::LeaseLost { key: lost });
+        };
+        match guard.release().await {
+            Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
+            _ => Ok(output),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Several keys at once (`LockManager::acquire_all`, `with_locks`) against a
+//! real redis-server: all or nothing, in one canonical order, so opposite
+//! orders never deadlock.
+//!
+//! Each test starts its own server on a free 127.0.0.1 port. Every loop is
+//! bounded in count and time.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use distributed_lock::{LockError, LockManager, LockOptions};
+use distributed_lock_testkit::RedisServer;
+use support::{connect, is_free, long, within};
+
+const ACCOUNTS: usize = 5;
+const START_BALANCE: i64 = 1_000;
+
+/// Accounts whose updates race unless their locks are held: each transfer
+/// reads both balances, yields, and writes them back, and marks the accounts
+/// busy meanwhile so that an overlap is seen.
+#[derive(Default)]
+struct Bank {
+    balances: Mutex<[i64; ACCOUNTS]>,
+    busy: [AtomicBool; ACCOUNTS],
+}
+
+impl Bank {
+    async fn transfer(&self, from: usize, to: usize, amount: i64) {
+        for account in [from, to] {
+            assert!(
+                !self.busy[account].swap(true, Ordering::SeqCst),
+                "account {account} is in two transfers at once"
+            );
+        }
+        let (from_balance, to_balance) = {
+            let balances = self.balances.lock().unwrap();
+            (balances[from], balances[to])
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        {
+            let mut balances = self.balances.lock().unwrap();
+            balances[from] = from_balance - amount;
+            balances[to] = to_balance + amount;
+        }
+        for account in [from, to] {
+            self.busy[account].store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+fn account(index: usize) -> String {
+    format!("account:{index}")
+}
+
+/// 100 concurrent transfers among 5 accounts over 3 managers, half of them
+/// naming their keys in the opposite order: none deadlocks or times out,
+/// none overlaps another on an account, and the total is conserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_transfers_in_both_orders_conserve_the_total() {
+    let server = RedisServer::start();
+    let mut managers = Vec::new();
+    for _ in 0..3 {
+        managers.push(connect(&server.url()).await);
+    }
+    let bank = Arc::new(Bank::default());
+    *bank.balances.lock().unwrap() = [START_BALANCE; ACCOUNTS];
+    let mut transfers = Vec::new();
+    for n in 0..100usize {
+        let locks = managers[n % managers.len()].clone();
+        let bank = Arc::clone(&bank);
+        let from = n % ACCOUNTS;
+        let to = (n * 7 + 1) % ACCOUNTS;
+        let to = if to == from { (to + 1) % ACCOUNTS } else { to };
+        let keys = if n % 2 == 0 {
+            [account(from), account(to)]
+        } else {
+            [account(to), account(from)]
+        };
+        transfers.push(tokio::spawn(async move {
+            let options = long().wait(Duration::from_secs(30));
+            let amount = i64::try_from(n % 13).unwrap();
+            locks
+                .with_locks(keys, options, bank.transfer(from, to, amount))
+                .await
+        }));
+    }
+    for transfer in transfers {
+        tokio::time::timeout(Duration::from_secs(60), transfer)
+            .await
+            .expect("a transfer hung")
+            .unwrap()
+            .expect("every transfer gets both locks");
+    }
+    let total: i64 = bank.balances.lock().unwrap().iter().sum();
+    assert_eq!(total, START_BALANCE * i64::try_from(ACCOUNTS).unwrap());
+    for index in 0..ACCOUNTS {
+        assert!(is_free(&managers[0], &account(index)).await);
+    }
+}
+
+/// A key named twice is taken once (no self-deadlock), and every key held
+/// re-enters inside the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_keys_collapse_and_the_body_re_enters_each_key() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let inner = locks.clone();
+    let reentered = within(locks.with_locks(["a", "b", "a"], long(), async move {
+        let a = inner.acquire("a", LockOptions::new()).await.unwrap();
+        let b = inner.acquire("b", LockOptions::new()).await.unwrap();
+        a.is_reentered() && b.is_reentered()
+    }))
+    .await
+    .unwrap();
+    assert!(reentered);
+    assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
+}
+
+/// A key that cannot be had gives back the keys taken before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_key_gives_back_the_keys_taken_before_it() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let other = connect(&server.url()).await;
+    let held = other.acquire("b", long()).await.unwrap();
+
+    let result = within(locks.acquire_all(["c", "a", "b"], LockOptions::new())).await;
+    assert!(
+        matches!(result, Err(LockError::Timeout { ref key, .. }) if key == "b"),
+        "{result:?}"
+    );
+    assert!(is_free(&other, "a").await, "`a` was given back");
+    assert!(is_free(&other, "c").await, "`c` was never taken");
+    held.release().await.unwrap();
+    let empty: [&str; 0] = [];
+    assert!(matches!(
+        locks.acquire_all(empty, long()).await,
+        Err(LockError::InvalidOptions(_))
+    ));
+}
+
+/// Each key has its own fencing token; a key not held has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_key_has_its_own_fencing_token() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let earlier = locks.acquire("b", long()).await.unwrap();
+    let before = earlier.fencing_token().await.unwrap();
+    earlier.release().await.unwrap();
+
+    let both = within(locks.acquire_all(["b", "a"], long())).await.unwrap();
+    assert_eq!(both.keys().collect::<Vec<_>>(), ["a", "b"]);
+    assert!(both.fencing_token("b").await.unwrap() > before);
+    both.fencing_token("a").await.unwrap();
+    assert!(matches!(
+        both.fencing_token("c").await,
+        Err(LockError::NotHeld { .. })
+    ));
+    both.release().await.unwrap();
+    assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
+}
+
+/// The body is cancelled as soon as the lease of any key is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_any_key_cancels_the_body() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let finished = Arc::new(AtomicBool::new(false));
+    let body = {
+        let finished = Arc::clone(&finished);
+        async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            finished.store(true, Ordering::SeqCst);
+        }
+    };
+    let fixed = LockOptions::new()
+        .ttl(Duration::from_millis(300))
+        .renew(false);
+    let result = within(locks.with_locks(["x", "y"], fixed, body)).await;
+    assert!(
+        matches!(result, Err(LockError::LeaseLost { .. })),
+        "{result:?}"
+    );
+    assert!(!finished.load(Ordering::SeqCst), "the body was cancelled");
+}
+
+/// Keys held through `acquire_all` are busy for everyone else until released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_held_together_until_released() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let other: LockManager = connect(&server.url()).await;
+    let both = within(locks.acquire_all(["p", "q"], long())).await.unwrap();
+    assert!(!is_free(&other, "p").await && !is_free(&other, "q").await);
+    assert!(!both.is_lost());
+    both.release().await.unwrap();
+    assert!(is_free(&other, "p").await && is_free(&other, "q").await);
+}
