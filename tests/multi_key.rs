@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use distributed_lock::{LockError, LockManager, LockOptions};
+use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
 use support::{connect, is_free, long, within};
 
@@ -198,4 +198,48 @@ async fn keys_are_held_together_until_released() {
     assert!(!both.is_lost());
     both.release().await.unwrap();
     assert!(is_free(&other, "p").await && is_free(&other, "q").await);
+}
+
+/// Two accounts moved between through the attribute.
+struct Ledger {
+    locks: LockManager,
+    bank: Arc<Bank>,
+}
+
+impl Ledger {
+    #[distributed_lock(keys = ["account:{from}", "account:{to}"], wait = "30s", manager = self.locks)]
+    async fn transfer(&self, from: usize, to: usize) -> Result<(), LockError> {
+        if from != to {
+            self.bank.transfer(from, to, 1).await;
+        }
+        Ok(())
+    }
+}
+
+/// The attribute's `keys`: opposite orders at once neither deadlock nor
+/// overlap, and `transfer(a, a)` takes its one key once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn annotated_transfers_lock_both_accounts_in_any_order() {
+    let server = RedisServer::start();
+    let bank = Arc::new(Bank::default());
+    let mut calls = Vec::new();
+    for n in 0..40usize {
+        let ledger = Ledger {
+            locks: connect(&server.url()).await,
+            bank: Arc::clone(&bank),
+        };
+        let (from, to) = if n % 2 == 0 { (0, 1) } else { (1, 0) };
+        calls.push(tokio::spawn(async move { ledger.transfer(from, to).await }));
+    }
+    for call in calls {
+        within(call).await.unwrap().expect("both accounts locked");
+    }
+    assert_eq!(bank.balances.lock().unwrap()[..2], [0, 0]);
+    let ledger = Ledger {
+        locks: connect(&server.url()).await,
+        bank: Arc::clone(&bank),
+    };
+    within(ledger.transfer(2, 2))
+        .await
+        .expect("one key, taken once");
 }

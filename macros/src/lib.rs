@@ -46,6 +46,11 @@ use proc_macro::TokenStream;
 /// - `key = "..."` (required): text with `{param}`, `{param.field.subfield}`
 ///   or `{self.field}` placeholders, each formatted with `Display`; `{{` and
 ///   `}}` are literal braces. Built once, before acquiring.
+/// - `keys = ["account:{from.id}", "account:{to.id}"]` (instead of `key`):
+///   lock every key listed, all or nothing, in one canonical order (sorted,
+///   duplicates taken once), so calls naming the same keys in any order
+///   never deadlock; the body is cancelled when any lease is lost. Each key
+///   is a template as for `key`.
 /// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
 ///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
 ///   `"1m30s"`.

@@ -50,7 +50,7 @@ mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::private::{locked, locked_or_skipped, Skipped};
+    pub use crate::private::{locked, locked_all, locked_or_skipped, Skipped};
 }
 mod multi;
 mod private;

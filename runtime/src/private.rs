@@ -70,3 +70,24 @@ where
         Err(err) => Err(err.into()),
     }
 }
+
+/// As [`locked`], under the lock on every key of `keys`, taken all or
+/// nothing in one canonical order (see `LockManager::with_locks`).
+pub async fn locked_all<F, T, E>(
+    client: Option<LockManager>,
+    keys: Vec<String>,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    let Some(manager) = client.or_else(installed) else {
+        return Err(LockError::NotInstalled.into());
+    };
+    match manager.with_locks(keys, options, body).await {
+        Ok(result) => result,
+        Err(err) => Err(err.into()),
+    }
+}

@@ -44,9 +44,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     {
         open_transaction::check(&function.sig, &mut errors);
     }
-    let key = options
-        .as_ref()
-        .and_then(|options| key::format_call(&options.key, &function.sig, &mut errors));
+    let key = options.as_ref().and_then(|options| {
+        let keys: Vec<TokenStream> = options
+            .keys
+            .iter()
+            .filter_map(|key| key::format_call(key, &function.sig, &mut errors))
+            .collect();
+        match (keys.len() == options.keys.len(), options.several) {
+            (false, _) => None,
+            (true, false) => keys.into_iter().next(),
+            (true, true) => Some(quote!(::std::vec![#(#keys),*])),
+        }
+    });
     match (errors.finish(), options, key, return_type) {
         (Ok(()), Some(options), Some(key), Some(return_type)) => {
             rewrite(function, &options, key, &return_type)
@@ -99,9 +108,13 @@ fn rewrite(
     // The call is spanned at the return type: an error type without
     // `From<LockError>` is reported there.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
-    let entry = match options.on_busy {
-        OnBusy::Wait => quote!(locked),
-        OnBusy::Skip => quote!(locked_or_skipped),
+    let (entry, key_type) = match (options.on_busy, options.several) {
+        (_, true) => (
+            quote!(locked_all),
+            quote!(::std::vec::Vec<::std::string::String>),
+        ),
+        (OnBusy::Wait, false) => (quote!(locked), quote!(::std::string::String)),
+        (OnBusy::Skip, false) => (quote!(locked_or_skipped), quote!(::std::string::String)),
     };
     let call = quote_spanned! {return_span=>
         #krate_at_return::__private::#entry(
@@ -117,7 +130,7 @@ fn rewrite(
         #(#outer_attrs)*
         #vis #sig {
             #(#inner_attrs)*
-            let #key_var: ::std::string::String = #key;
+            let #key_var: #key_type = #key;
             let #manager_var: ::core::option::Option<#krate_here::LockManager> = #manager;
             #call
         }

@@ -10,6 +10,7 @@ use crate::shared::args::{self, Args, Spec, CRATE};
 use crate::shared::errors::Errors;
 
 const KEY: &str = "key";
+const KEYS: &str = "keys";
 const TTL: &str = "ttl";
 const WAIT: &str = "wait";
 const RENEW: &str = "renew";
@@ -31,6 +32,7 @@ const ALLOW_OPEN_TRANSACTION: &str = "allow_open_transaction";
 const SPEC: Spec = Spec {
     options: &[
         KEY,
+        KEYS,
         TTL,
         WAIT,
         RENEW,
@@ -50,9 +52,12 @@ const SPEC: Spec = Spec {
 
 /// The attribute's configuration: each option `None` unless written.
 pub(crate) struct Options {
-    /// The key template, still unparsed: the key module reads it against the
-    /// function's parameters.
-    pub(crate) key: LitStr,
+    /// The key templates, still unparsed: the key module reads them against
+    /// the function's parameters. One for `key`, one or more for `keys`.
+    pub(crate) keys: Vec<LitStr>,
+    /// Whether they came as `keys = [...]` (every one is locked, all or
+    /// nothing) rather than `key = "..."`.
+    pub(crate) several: bool,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) renew: Option<bool>,
@@ -96,14 +101,27 @@ pub(crate) enum OnLost {
 /// pairs.
 pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options> {
     let mut args = Args::parse(tokens, &SPEC, errors)?;
-    let key = match args.take(KEY) {
-        Some(arg) => errors.check(args::string(&arg.value, KEY, r#""order:{order.id}""#)),
-        None => {
+    let (keys, several) = match (args.take(KEY), args.take(KEYS)) {
+        (Some(key), None) => (
+            errors
+                .check(args::string(&key.value, KEY, r#""order:{order.id}""#))
+                .map(|key| vec![key]),
+            false,
+        ),
+        (None, Some(keys)) => (errors.check(key_list(&keys.value)), true),
+        (Some(_), Some(keys)) => {
             let message = format!(
-                "missing `{KEY}`: write e.g. `#[distributed_lock({KEY} = \"order:{{order.id}}\")]`"
+                "write either `{KEY}` or `{KEYS}`, not both: `{KEYS} = [..]` locks every key it lists"
+            );
+            errors.push(syn::Error::new(keys.name.span(), message));
+            (None, true)
+        }
+        (None, None) => {
+            let message = format!(
+                "missing `{KEY}`: write e.g. `#[distributed_lock({KEY} = \"order:{{order.id}}\")]`, or `{KEYS} = [\"a:{{x}}\", \"b:{{y}}\"]` for several"
             );
             errors.push(syn::Error::new(Span::call_site(), message));
-            None
+            (None, false)
         }
     };
     let ttl = read(&mut args, TTL, millis, errors);
@@ -114,6 +132,11 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     let fenced = read(&mut args, FENCED, args::boolean, errors);
     let on_busy = read(&mut args, ON_BUSY, on_busy, errors);
     let hold_at_least = read(&mut args, HOLD_AT_LEAST, hold, errors);
+    if let (Some((OnBusy::Skip, skip_span)), true) = (on_busy, several) {
+        let message =
+            format!(r#"`{ON_BUSY} = "skip"` works with `{KEY}` only for now, not with `{KEYS}`"#);
+        errors.push(syn::Error::new(skip_span, message));
+    }
     if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, wait) {
         let message = format!(
             r#"`{WAIT}` has no effect with `{ON_BUSY} = "skip"`, which returns at once when the lock is busy; remove one of them"#
@@ -127,7 +150,8 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         .take(CRATE)
         .and_then(|arg| errors.check(args::crate_path(arg.value)));
     Some(Options {
-        key: key?,
+        keys: keys?,
+        several,
         ttl_ms: ttl.map(|(ms, _)| ms),
         wait_ms: wait.map(|(ms, _)| ms),
         renew,
@@ -250,6 +274,32 @@ fn millis(value: &Expr, option: &str) -> syn::Result<(u64, Span)> {
         return Err(syn::Error::new(text.span(), message));
     }
     Ok((millis, text.span()))
+}
+
+/// `keys = ["a:{x}", "b:{y}"]`: an array of one or more string literals.
+fn key_list(value: &Expr) -> syn::Result<Vec<LitStr>> {
+    let example = format!(r#"e.g. `{KEYS} = ["account:{{from.id}}", "account:{{to.id}}"]`"#);
+    let Expr::Array(array) = value else {
+        let message = format!("`{KEYS}` takes an array of string literals, {example}");
+        return Err(syn::Error::new_spanned(value, message));
+    };
+    if array.elems.is_empty() {
+        let message = format!("`{KEYS}` needs at least one key, {example}");
+        return Err(syn::Error::new_spanned(value, message));
+    }
+    array
+        .elems
+        .iter()
+        .map(|elem| match elem {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(key), ..
+            }) => Ok(key.clone()),
+            _ => {
+                let message = format!("each key in `{KEYS}` is a string literal, {example}");
+                Err(syn::Error::new_spanned(elem, message))
+            }
+        })
+        .collect()
 }
 
 /// `"wait"` or `"skip"`, with the span of the literal.

@@ -1,0 +1,35 @@
+//! `keys` mistakes, each reported where it is.
+use distributed_lock::{distributed_lock, LockError};
+
+#[distributed_lock(keys = [])]
+async fn no_keys() -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(key = "a", keys = ["b"])]
+async fn key_and_keys() -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(keys = "a")]
+async fn not_a_list() -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(keys = ["a", b])]
+async fn not_a_string() -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock(keys = ["a:{x}", "b:{y}"])]
+async fn unknown_placeholder(x: u32) -> Result<(), LockError> {
+    let _ = x;
+    Ok(())
+}
+
+#[distributed_lock(keys = ["a", "b"], on_busy = "skip")]
+async fn skip_with_keys() -> Result<(), LockError> {
+    Ok(())
+}
+
+fn main() {}
