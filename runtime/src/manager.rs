@@ -227,7 +227,9 @@ impl LockManager {
         body: F,
     ) -> Result<F::Output, LockError> {
         let lease = Arc::clone(guard.lease());
-        let scoped = scope::enter(Arc::clone(&lease), body);
+        // Boxed: a body that nests more locked calls would otherwise grow
+        // this future (and the stack of whoever polls it) with every level.
+        let scoped = Box::pin(scope::enter(Arc::clone(&lease), body));
         let output = match on_lost {
             OnLost::Cancel => tokio::select! {
                 biased;

@@ -139,7 +139,8 @@ impl LockManager {
         let on_lost = options.on_lost;
         let guard = self.acquire_all(keys, options).await?;
         let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
-        let scoped = scope::enter_all(leases.collect::<Vec<_>>(), body);
+        // Boxed, as in `with_lock`: nested locked calls must not grow it.
+        let scoped = Box::pin(scope::enter_all(leases.collect::<Vec<_>>(), body));
         let output = match on_lost {
             OnLost::Cancel => tokio::select! {
                 biased;

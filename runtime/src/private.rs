@@ -18,13 +18,15 @@ where
     F: Future<Output = Result<T, E>>,
     E: From<LockError>,
 {
-    let Some(manager) = client.or_else(installed) else {
-        return Err(LockError::NotInstalled.into());
-    };
-    match manager.with_lock(&key, options, body).await {
-        Ok(result) => result,
-        Err(err) => Err(err.into()),
+    match client.or_else(installed) {
+        Some(manager) => flatten(manager.with_lock(&key, options, body).await),
+        None => Err(LockError::NotInstalled.into()),
     }
+}
+
+/// The body's result, or the lock's error converted to the body's error type.
+fn flatten<T, E: From<LockError>>(outcome: Result<Result<T, E>, LockError>) -> Result<T, E> {
+    outcome.unwrap_or_else(|err| Err(err.into()))
 }
 
 /// What an annotated function with `on_busy = "skip"` returns when the lock
@@ -61,13 +63,14 @@ where
     T: Skipped,
     E: From<LockError>,
 {
-    let Some(manager) = client.or_else(installed) else {
-        return Err(LockError::NotInstalled.into());
-    };
-    match manager.try_with_lock(&key, options, body).await {
-        Ok(Some(result)) => result,
-        Ok(None) => Ok(T::skipped()),
-        Err(err) => Err(err.into()),
+    match client.or_else(installed) {
+        Some(manager) => flatten(
+            manager
+                .try_with_lock(&key, options, body)
+                .await
+                .map(|ran| ran.unwrap_or_else(|| Ok(T::skipped()))),
+        ),
+        None => Err(LockError::NotInstalled.into()),
     }
 }
 
@@ -83,11 +86,8 @@ where
     F: Future<Output = Result<T, E>>,
     E: From<LockError>,
 {
-    let Some(manager) = client.or_else(installed) else {
-        return Err(LockError::NotInstalled.into());
-    };
-    match manager.with_locks(keys, options, body).await {
-        Ok(result) => result,
-        Err(err) => Err(err.into()),
+    match client.or_else(installed) {
+        Some(manager) => flatten(manager.with_locks(keys, options, body).await),
+        None => Err(LockError::NotInstalled.into()),
     }
 }

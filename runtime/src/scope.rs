@@ -30,7 +30,8 @@ impl HeldLocks {
 
 /// Runs `body` with `lease` added to the current scope's held locks.
 pub(crate) async fn enter<F: std::future::Future>(lease: Arc<Lease>, body: F) -> F::Output {
-    enter_all(std::iter::once(lease), body).await
+    let outer = HELD.try_with(Arc::clone).ok();
+    HELD.scope(Arc::new(HeldLocks { lease, outer }), body).await
 }
 
 /// Runs `body` with every lease of `leases` added to the current scope's
