@@ -7,13 +7,14 @@
 
 mod support;
 
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
-use distributed_lock_testkit::RedisServer;
-use support::{connect, is_free, long, within};
+use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
+use support::{connect, is_free, lock_value, long, within};
 
 const ACCOUNTS: usize = 5;
 const START_BALANCE: i64 = 1_000;
@@ -242,4 +243,70 @@ async fn annotated_transfers_lock_both_accounts_in_any_order() {
     within(ledger.transfer(2, 2))
         .await
         .expect("one key, taken once");
+}
+
+/// Keys the holder process below takes, and the lease it gives them.
+const DYING_KEYS: [&str; 3] = ["dying:a", "dying:b", "dying:c"];
+const DYING_TTL: Duration = Duration::from_secs(1);
+
+/// The holder process of the test below: takes every key of [`DYING_KEYS`]
+/// and holds them until it is killed. Run only as a child process.
+#[tokio::test]
+#[ignore = "a child process of `killed_holder_of_several_keys_frees_them_all_by_ttl`"]
+async fn holder_of_several_keys_process() {
+    let Ok(url) = std::env::var("MULTI_KEY_CHILD_URL") else {
+        return;
+    };
+    let locks = LockManager::connect(&url).await.expect("connect");
+    let _held = locks
+        .acquire_all(DYING_KEYS, LockOptions::new().ttl(DYING_TTL))
+        .await
+        .expect("the keys are free");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+fn start_holder_process(url: &str) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "holder_of_several_keys_process",
+            "--ignored",
+            "--quiet",
+        ])
+        .env("MULTI_KEY_CHILD_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holder process")
+}
+
+/// A holder of several keys killed with SIGKILL frees every one of them by
+/// its TTL (the watchdog that renewed them died with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_of_several_keys_frees_them_all_by_ttl() {
+    let server = RedisServer::start();
+    let mut child = start_holder_process(&server.url());
+    let all_held = || {
+        DYING_KEYS
+            .iter()
+            .all(|key| lock_value(&server, key) != RespValue::Nil)
+    };
+    assert!(
+        poll_until(Duration::from_secs(20), all_held),
+        "the holder process took its keys"
+    );
+    child.kill().expect("SIGKILL the holder");
+    child.wait().expect("reap it");
+    let killed = Instant::now();
+
+    let locks = connect(&server.url()).await;
+    let all = within(locks.acquire_all(DYING_KEYS, long().wait(Duration::from_secs(10))))
+        .await
+        .expect("every key comes free");
+    let waited = killed.elapsed();
+    assert!(
+        waited < DYING_TTL + Duration::from_secs(2),
+        "the keys of a dead holder stayed taken {waited:?}"
+    );
+    all.release().await.unwrap();
 }
