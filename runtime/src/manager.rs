@@ -230,15 +230,7 @@ impl LockManager {
         // Boxed: a body that nests more locked calls would otherwise grow
         // this future (and the stack of whoever polls it) with every level.
         let scoped = Box::pin(scope::enter(Arc::clone(&lease), body));
-        let output = match on_lost {
-            OnLost::Cancel => tokio::select! {
-                biased;
-                () = lease.lost() => None,
-                output = scoped => Some(output),
-            },
-            OnLost::Continue => Some(scoped.await),
-        };
-        let Some(output) = output else {
+        let Some(output) = until_lost(scoped, lease.lost(), on_lost).await else {
             drop(guard);
             return Err(LockError::LeaseLost {
                 key: key.to_owned(),
@@ -552,5 +544,23 @@ impl std::fmt::Debug for LockManager {
         f.debug_struct("LockManager")
             .field("namespace", &self.inner.keys.namespace())
             .finish_non_exhaustive()
+    }
+}
+
+/// Runs `body` to completion or, with `OnLost::Cancel`, until `lost`
+/// resolves first: then `None`, and the body is dropped at its current
+/// `.await`.
+pub(crate) async fn until_lost<F: Future>(
+    body: F,
+    lost: impl Future<Output = ()>,
+    on_lost: OnLost,
+) -> Option<F::Output> {
+    match on_lost {
+        OnLost::Cancel => tokio::select! {
+            biased;
+            () = lost => None,
+            output = body => Some(output),
+        },
+        OnLost::Continue => Some(body.await),
     }
 }

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use futures_util::future::select_all;
 
+use crate::manager::until_lost;
 use crate::{scope, LockError, LockGuard, LockManager, LockOptions, OnLost};
 
 /// The locks on several keys, held together. Released together by
@@ -141,15 +142,7 @@ impl LockManager {
         let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
         // Boxed, as in `with_lock`: nested locked calls must not grow it.
         let scoped = Box::pin(scope::enter_all(leases.collect::<Vec<_>>(), body));
-        let output = match on_lost {
-            OnLost::Cancel => tokio::select! {
-                biased;
-                () = guard.lost() => None,
-                output = scoped => Some(output),
-            },
-            OnLost::Continue => Some(scoped.await),
-        };
-        let Some(output) = output else {
+        let Some(output) = until_lost(scoped, guard.lost(), on_lost).await else {
             let lost = guard
                 .guards
                 .iter()
