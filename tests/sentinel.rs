@@ -20,7 +20,7 @@ use distributed_lock_testkit::{
 };
 use support::{
     assert_granted_twice, assert_not_replicated, assert_subscribed_soon, lease_still_valid,
-    lock_value, long, poll_async, shared_sentinel, within, NO_HANG,
+    lock_value, long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
 };
 
 /// Connect and response timeouts of the managers of these tests, so that a
@@ -36,14 +36,9 @@ const FOLLOW: Duration = Duration::from_secs(60);
 const KEEP: Duration = Duration::from_secs(40);
 
 /// A manager on `topology`'s primary with the default namespace (so that
-/// [`lock_value`] finds its keys) and [`TIMEOUT`]s.
+/// [`lock_value`] finds its keys) and the support layer's 500 ms timeouts.
 async fn manager(topology: &RedisSentinel) -> LockManager {
-    LockManager::builder()
-        .connect_timeout(TIMEOUT)
-        .response_timeout(TIMEOUT)
-        .sentinel(topology.service_name(), topology.sentinel_urls())
-        .await
-        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"))
+    sentinel_manager(topology, "lock").await
 }
 
 /// Runs a blocking testkit step (a failover waits for the Sentinels) without

@@ -165,9 +165,10 @@ impl LockManagerBuilder {
     /// renewals reach the new primary). The same goes for a grant by a
     /// former primary that Sentinel has replaced but not yet turned into a
     /// replica (which takes Sentinel some seconds): a manager keeps using it
-    /// until it hears the announcement (normally within milliseconds of the
-    /// promotion; if it missed it, until a call fails there), and other
-    /// clients may too. [`LockOptions::min_replicas`] closes
+    /// until it hears the announcement, which Sentinel publishes when the
+    /// promotion is done (the tests see the switch within 3 s; a manager
+    /// that missed it keeps the old primary until a call fails there), and
+    /// other clients may too. [`LockOptions::min_replicas`] closes
     /// that window: a lock is granted only once that many replicas
     /// acknowledged it, and a former primary with no replica left refuses it
     /// with `LockError::NotReplicated` (and the manager then looks for the
