@@ -1,12 +1,14 @@
 //! Behaviour every backend must show, written once and run against a real
 //! `redis-server` (`redis::…`), against the primary of a Sentinel-managed
-//! set-up (`sentinel::…`) and against `LockManager::in_memory()`
+//! set-up (`sentinel::…`), against a Redis Cluster of 3 primaries with a
+//! replica each (`cluster::…`) and against `LockManager::in_memory()`
 //! (`memory::…`).
 //!
 //! Each test gets its own server (or in-memory table), so tests are
 //! independent and run in parallel. The Sentinel tests that run at the same
 //! time share one topology (six processes), each in a key namespace of its
-//! own. Every loop is bounded in count and time.
+//! own; so do the Cluster tests (one cluster of six nodes). Every loop is
+//! bounded in count and time.
 
 mod support;
 
@@ -26,7 +28,7 @@ use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
-/// `sentinel::NAME` and `memory::NAME`.
+/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`.
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod redis {
@@ -42,6 +44,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::support::Harness::sentinel().await).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::support::Harness::cluster().await).await;
                 }
             )*
         }

@@ -198,6 +198,55 @@ impl LockManagerBuilder {
         Ok(self.build(Backend::Sentinel(backend)))
     }
 
+    /// Connects to a Redis Cluster. `urls` are `redis://[user:pass@]host:port`
+    /// of some of its nodes (`rediss://` for TLS with the `tls` feature); the
+    /// first that answers tells the client the others and which primary
+    /// serves which slot. Fails with `LockError::Connection` when no node
+    /// answers within about twice the connect timeout plus the response
+    /// timeout, with `LockError::InvalidUrl` for an empty list or a URL it
+    /// cannot use.
+    ///
+    /// Locks behave as on a single server ([`connect`](Self::connect)):
+    /// waiter queue and hand-off, fencing tokens, watchdog and
+    /// `LockOptions::min_replicas`, each on the primary that serves the
+    /// lock's slot. Every key a lock uses (the lock, its fencing counter and
+    /// waiter queue) starts with one hash tag, so they share a slot whatever
+    /// characters the key holds: the key's own hash tag if it has one
+    /// (`order:{42}:a` and `order:{42}:b` share a slot), else a hash of the
+    /// key (`{0bfba0e5423746e4}lock:stock:1`). Releases are announced on
+    /// sharded channels (`SPUBLISH`, Redis 7 or later), which stay on the
+    /// slot's nodes. Commands follow `MOVED` and `ASK` during resharding,
+    /// within the response timeout.
+    ///
+    /// # Failover
+    ///
+    /// When a primary fails, calls on its slots fail with
+    /// `LockError::Connection` until the cluster has promoted a replica (about
+    /// its `cluster-node-timeout`), then go to the new primary; waiters
+    /// subscribe again there and are woken. A held lease whose renewals fail
+    /// for that long is reported lost before its validity ends; one that
+    /// reaches the new primary is kept if the lock was replicated to it.
+    /// Replication is asynchronous, so as with Sentinel a failover can lose a
+    /// lock the old primary granted but had not replicated, and the new
+    /// primary grants it again; `LockOptions::min_replicas` closes that
+    /// window (a lock is granted only once that many replicas of its shard
+    /// acknowledged it), and fencing tokens keep rising across the failover
+    /// (see [`LockGuard::fencing_token`]).
+    ///
+    /// [`LockGuard::fencing_token`]: crate::LockGuard::fencing_token
+    pub async fn cluster<I>(self, urls: I) -> Result<LockManager, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let urls: Vec<String> = urls
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        let backend = RedisBackend::connect_cluster(&urls, self.redis, &self.tls).await?;
+        Ok(self.build(Backend::Redis(Box::new(backend))))
+    }
+
     /// A manager whose locks live in this process's memory.
     pub fn in_memory(self) -> LockManager {
         self.build(Backend::Memory(MemoryBackend::new()))

@@ -9,6 +9,16 @@
 //! internal key of any lock of the same namespace. The internal prefixes differ
 //! from each other in their first letter after the `-`, so they cannot
 //! collide among themselves either.
+//!
+//! On Redis Cluster every name of one lock must live in one hash slot, so a
+//! hash-tagged key space puts `{tag}` in front of each of them: `{tag}base:k`,
+//! `{tag}base-fence:k`, ... Redis hashes only what lies between the first `{`
+//! and the next `}`, which the tag fills: whatever the namespace or the user
+//! key hold afterwards (braces included) cannot change the slot. The tag is
+//! the user key's own hash tag when it has one (so `order:{42}:a` and
+//! `order:{42}:b` share a slot, as they would as plain Redis keys), else a
+//! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
+//! A tag holds no `}`, so it ends at the first one: the names stay distinct.
 
 /// The names one lock uses in its backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +42,8 @@ pub(crate) struct KeySpace {
     namespace: String,
     /// `base`, the namespace without its final `:`.
     base: String,
+    /// Whether every name of a lock starts with its slot's hash tag (Redis Cluster).
+    hash_tagged: bool,
 }
 
 impl KeySpace {
@@ -41,7 +53,20 @@ impl KeySpace {
             namespace.push(':');
         }
         let base = namespace[..namespace.len() - 1].to_owned();
-        KeySpace { namespace, base }
+        KeySpace {
+            namespace,
+            base,
+            hash_tagged: false,
+        }
+    }
+
+    /// As [`new`](Self::new), with every name of a lock in one Redis Cluster
+    /// hash slot (see the module's documentation).
+    pub(crate) fn hash_tagged(namespace: String) -> Self {
+        KeySpace {
+            hash_tagged: true,
+            ..KeySpace::new(namespace)
+        }
     }
 
     /// The prefix of every lock key: `base:`.
@@ -52,14 +77,42 @@ impl KeySpace {
     /// Every name the lock on `user` uses.
     pub(crate) fn key(&self, user: &str) -> LockKey {
         let base = &self.base;
+        let tag = if self.hash_tagged {
+            format!("{{{}}}", slot_tag(user))
+        } else {
+            String::new()
+        };
         LockKey {
             user: user.to_owned(),
-            lock: format!("{base}:{user}"),
-            fence: format!("{base}-fence:{user}"),
-            queue: format!("{base}-queue:{user}"),
-            waiters: format!("{base}-wait:{user}"),
+            lock: format!("{tag}{base}:{user}"),
+            fence: format!("{tag}{base}-fence:{user}"),
+            queue: format!("{tag}{base}-queue:{user}"),
+            waiters: format!("{tag}{base}-wait:{user}"),
         }
     }
+}
+
+/// What decides the hash slot of `user`'s lock: the key's own hash tag, by
+/// Redis's rule (between the first `{` and the next `}`, if not empty), or
+/// else the FNV-1a hash of the whole key in 16 hex digits.
+fn slot_tag(user: &str) -> String {
+    let own_tag = user.split_once('{').and_then(|(_, rest)| {
+        let (tag, _) = rest.split_once('}')?;
+        (!tag.is_empty()).then_some(tag)
+    });
+    match own_tag {
+        Some(tag) => tag.to_owned(),
+        None => format!("{:016x}", fnv1a(user.as_bytes())),
+    }
+}
+
+/// The 64-bit FNV-1a hash: stable across processes, versions and languages.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET_BASIS, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
 }
 
 #[cfg(test)]
@@ -83,8 +136,76 @@ mod tests {
         );
     }
 
+    /// User keys whose braces could move a name to another slot if the tag
+    /// were built naively.
+    const BRACED: [&str; 12] = [
+        "", "x", "{", "}", "{}", "}{", "{{}}", "a{b}c", "a{}b{c}", "{x}", "x{", "{}x{y}",
+    ];
+
+    /// The slot Redis Cluster gives `name`: CRC16-XMODEM of its hash tag or of
+    /// all of it, modulo 16384 (Redis's own rule, written out for the test).
+    fn slot(name: &str) -> u16 {
+        let bytes = name.as_bytes();
+        let hashed = match bytes.iter().position(|&b| b == b'{') {
+            Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+                Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+                _ => bytes,
+            },
+            None => bytes,
+        };
+        let crc = hashed.iter().fold(0u16, |crc, &byte| {
+            (0..8).fold(crc ^ (u16::from(byte) << 8), |crc, _| {
+                if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                }
+            })
+        });
+        crc % 16384
+    }
+
+    #[test]
+    fn the_slot_function_agrees_with_redis() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.0.
+        assert_eq!(slot("{a}k"), 15495);
+        assert_eq!(slot("123456789"), 12739);
+    }
+
+    #[test]
+    fn every_name_of_a_hash_tagged_lock_shares_one_slot() {
+        for namespace in ["lock", "a{b}", "{", "}x{"] {
+            let space = KeySpace::hash_tagged(namespace.into());
+            for user in BRACED {
+                let key = space.key(user);
+                let slots = [&key.lock, &key.fence, &key.queue, &key.waiters].map(|n| slot(n));
+                assert!(
+                    slots.iter().all(|&s| s == slots[0]),
+                    "namespace {namespace:?}, user key {user:?}: names in slots {slots:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_user_hash_tag_decides_the_slot_as_it_would_in_plain_redis() {
+        let space = KeySpace::hash_tagged("lock".into());
+        assert_eq!(slot(&space.key("order:{42}:a").lock), slot("order:{42}:a"));
+        assert_eq!(
+            slot(&space.key("order:{42}:a").lock),
+            slot(&space.key("order:{42}:b").lock)
+        );
+        assert_eq!(space.key("stock:1").lock, "{0bfba0e5423746e4}lock:stock:1");
+    }
+
     #[test]
     fn no_user_key_can_name_an_internal_key() {
+        for space in [KeySpace::new, KeySpace::hash_tagged] {
+            no_user_key_names_an_internal_key_of(space);
+        }
+    }
+
+    fn no_user_key_names_an_internal_key_of(new: fn(String) -> KeySpace) {
         let namespaces = ["lock", "lock:", "", ":", "lock-fence", "a:b", "x-fence:"];
         let users = [
             "",
@@ -98,9 +219,12 @@ mod tests {
             "-wait:x",
             "{x}",
             "\u{0}",
+            "}lock:x",
+            "{}",
+            "a{b}c",
         ];
         for namespace in namespaces {
-            let space = KeySpace::new(namespace.into());
+            let space = new(namespace.into());
             let keys: Vec<LockKey> = users.iter().map(|user| space.key(user)).collect();
             let internal: Vec<(&str, &str)> = keys
                 .iter()

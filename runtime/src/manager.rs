@@ -50,10 +50,15 @@ impl LockManager {
     /// A manager over `backend` whose keys live under `namespace` (a `:` is
     /// added when missing; see `LockManagerBuilder::namespace`).
     pub(crate) fn new(backend: Backend, namespace: String) -> LockManager {
+        let keys = if backend.needs_hash_tags() {
+            KeySpace::hash_tagged(namespace)
+        } else {
+            KeySpace::new(namespace)
+        };
         LockManager {
             inner: Arc::new(ManagerInner {
                 backend: Arc::new(backend),
-                keys: KeySpace::new(namespace),
+                keys,
                 renewals: Arc::default(),
             }),
         }
@@ -115,6 +120,31 @@ impl LockManager {
         I::Item: AsRef<str>,
     {
         Self::builder().sentinel(service_name, sentinel_urls).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes, with default
+    /// settings; see [`LockManagerBuilder::cluster`], including how keys map
+    /// to slots and what a failover can do to a lock.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
+    /// use distributed_lock_runtime::LockManager;
+    ///
+    /// let locks = LockManager::cluster([
+    ///     "redis://127.0.0.1:7000",
+    ///     "redis://127.0.0.1:7001",
+    ///     "redis://127.0.0.1:7002",
+    /// ])
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cluster<I>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::builder().cluster(urls).await
     }
 
     /// Settings for a new manager: namespace and time limits.

@@ -1,14 +1,16 @@
 //! Lock managers for the tests: a [`Harness`] of two managers on one backend
-//! (one server, a Sentinel-managed primary, or memory), and connecting to
-//! one server or to Redlock nodes.
+//! (one server, a Sentinel-managed primary, a Redis Cluster, or memory), and
+//! connecting to one server or to Redlock nodes.
 
+use std::any::Any;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use distributed_lock::LockManager;
-use distributed_lock_testkit::{RedisSentinel, RedisServer};
+use distributed_lock_testkit::RedisServer;
 
+use super::cluster::{cluster_manager, cluster_namespace, shared_cluster};
 use super::options::waiting;
 use super::probes::{becomes_free, is_held};
 use super::sentinel::{sentinel_manager, sentinel_namespace, shared_sentinel};
@@ -22,8 +24,8 @@ const INCREMENT_ROUNDS: usize = 50;
 /// Two lock managers on one backend, as two processes would have.
 ///
 /// For Redis they are two separate connections to a server owned by this
-/// test; for Sentinel, two managers following the primary of a topology
-/// shared with concurrent tests, in a key namespace of this test alone; in
+/// test; for Sentinel and Cluster, two managers on a topology shared with
+/// concurrent tests, in a key namespace of this test alone; in
 /// memory the second is a clone of the first (the only way to share an
 /// in-memory lock table).
 pub struct Harness {
@@ -33,7 +35,7 @@ pub struct Harness {
     pub b: LockManager,
     server: Option<RedisServer>,
     /// Held so that the shared topology lives as long as this test.
-    _sentinel: Option<Arc<RedisSentinel>>,
+    _shared: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Harness {
@@ -50,7 +52,7 @@ impl Harness {
             a,
             b,
             server: Some(server),
-            _sentinel: None,
+            _shared: None,
         }
     }
 
@@ -65,7 +67,22 @@ impl Harness {
             a,
             b,
             server: None,
-            _sentinel: Some(topology),
+            _shared: Some(topology),
+        }
+    }
+
+    /// Two managers connected to the shared cluster (see
+    /// [`shared_cluster`]), with keys in a namespace of their own.
+    pub async fn cluster() -> Harness {
+        let cluster = shared_cluster();
+        let namespace = cluster_namespace();
+        let a = cluster_manager(&cluster, &namespace).await;
+        let b = cluster_manager(&cluster, &namespace).await;
+        Harness {
+            a,
+            b,
+            server: None,
+            _shared: Some(cluster),
         }
     }
 
@@ -76,7 +93,7 @@ impl Harness {
             b: a.clone(),
             a,
             server: None,
-            _sentinel: None,
+            _shared: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
 //! | [`probes`] | whether a lock is held, seen from outside every lock scope |
 //! | [`sentinel`] | a Sentinel topology shared by concurrent tests; managers connected through it |
+//! | [`cluster`] | a Redis Cluster shared by concurrent tests; managers connected to it |
 //! | [`server_state`] | what a `redis-server` holds: lock keys, fencing counters, subscribers |
 //! | [`assertions`] | lost leases, owner tokens, validity |
 //! | [`restart`] | taking a lock again after a server restart |
@@ -24,6 +25,7 @@
 
 pub mod assertions;
 pub mod cancel;
+pub mod cluster;
 pub mod fencing;
 pub mod harness;
 pub mod options;
@@ -37,6 +39,7 @@ pub mod wait;
 
 pub use assertions::*;
 pub use cancel::*;
+pub use cluster::*;
 pub use fencing::*;
 pub use harness::*;
 pub use options::*;

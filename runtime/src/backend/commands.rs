@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts;
@@ -51,7 +51,7 @@ pub(super) fn acquire_invocation(
 /// released but expired (its holder, or a waiter it was handed to, died or
 /// was cut off); a release always hands the lock to the first live waiter.
 pub(super) async fn try_set(
-    connection: &mut ConnectionManager,
+    connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
     ttl_ms: u64,
@@ -74,7 +74,7 @@ pub(super) async fn try_set(
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
 /// busy, it reports the holder's remaining TTL.
 pub(super) async fn acquire(
-    connection: &mut ConnectionManager,
+    connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
     ttl_ms: u64,
@@ -88,14 +88,21 @@ pub(super) async fn acquire(
 
 /// Runs `release.lua` once on one server: whether our lock was released.
 /// With a `grant_window`, the lock goes straight to the first queued waiter
-/// for that long (it confirms by renewing); zero never grants.
+/// for that long (it confirms by renewing); zero never grants. `sharded`:
+/// the release message goes out by SPUBLISH (Redis Cluster).
 pub(super) async fn release(
-    connection: &mut ConnectionManager,
+    connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
     grant_window: Duration,
+    sharded: bool,
 ) -> Result<bool, RedisError> {
-    let released: i64 = scripts::RELEASE
+    let script = if sharded {
+        &*scripts::RELEASE_SHARDED
+    } else {
+        &*scripts::RELEASE
+    };
+    let released: i64 = script
         .key(&key.lock)
         .key(&key.queue)
         .key(&key.waiters)
@@ -120,7 +127,7 @@ pub(super) fn fence_retention_ms(ttl_ms: u64) -> u64 {
 /// Runs `fence.lua` once on one server: the next fencing token of `key` if
 /// `token` holds it there, `None` if it does not.
 pub(super) async fn issue_fence(
-    connection: &mut ConnectionManager,
+    connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
     ttl_ms: u64,
@@ -137,7 +144,7 @@ pub(super) async fn issue_fence(
 
 /// Runs `renew.lua` once on one server: whether our lease was extended.
 pub(super) async fn renew(
-    connection: &mut ConnectionManager,
+    connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
     ttl_ms: u64,

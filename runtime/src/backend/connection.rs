@@ -1,13 +1,16 @@
-//! What both Redis backends (single server and Redlock) and their
+//! What the Redis backends (single server, Cluster, Redlock) and their
 //! notification listeners share about connections: time limits, how a
 //! multiplexed auto-reconnecting connection is opened, and how redis-rs errors
 //! become ours.
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
+use super::tls::TlsConfig;
 use crate::LockError;
 
 /// Time limits of the Redis connections.
@@ -38,14 +41,17 @@ pub(super) async fn open_manager(
     client
         .get_connection_manager_with_config(config)
         .await
-        .map_err(|err| {
-            let message = err.to_string();
-            if is_tls_failure(&message) {
-                LockError::Tls(message)
-            } else {
-                LockError::Connection(message)
-            }
-        })
+        .map_err(|err| connect_error(&err))
+}
+
+/// Our error for a failure to connect: `Tls` when the handshake failed, else `Connection`.
+fn connect_error(err: &RedisError) -> LockError {
+    let message = err.to_string();
+    if is_tls_failure(&message) {
+        LockError::Tls(message)
+    } else {
+        LockError::Connection(message)
+    }
 }
 
 /// Whether a failure to connect came from the TLS handshake (redis-rs reports
@@ -55,16 +61,161 @@ fn is_tls_failure(message: &str) -> bool {
     message.contains("certificate") || message.contains("tls")
 }
 
+/// Error replies of a Redis Cluster in flux (a failover or a resharding
+/// under way) that outlasted the cluster client's own retries: transient,
+/// like a lost connection.
+const CLUSTER_IN_FLUX: [ServerErrorKind; 4] = [
+    ServerErrorKind::ClusterDown,
+    ServerErrorKind::TryAgain,
+    ServerErrorKind::Moved,
+    ServerErrorKind::Ask,
+];
+
 /// Our error for a redis-rs error: `Connection` when the server could not be
-/// reached or did not answer in time, else `Server` (an error reply).
+/// reached or did not answer in time, or the cluster is in flux (retry),
+/// else `Server` (an error reply).
 pub(super) fn lock_error(err: RedisError) -> LockError {
+    let in_flux = matches!(err.kind(), ErrorKind::Server(kind) if CLUSTER_IN_FLUX.contains(&kind));
     if err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
+        || in_flux
     {
         LockError::Connection(err.to_string())
     } else {
         LockError::Server(err.to_string())
+    }
+}
+
+/// Where a [`RedisBackend`](super::RedisBackend) keeps its locks: one server,
+/// or a Redis Cluster, whose client sends each command to the primary of its
+/// key's slot and follows redirections (`MOVED`, `ASK`) and failovers.
+#[derive(Clone)]
+///
+/// Both clients are boxed: their sizes differ several times over, one way
+/// without the `tls` feature and the other way with it.
+pub(crate) enum Target {
+    Server(Box<Client>),
+    Cluster(Box<ClusterSeeds>),
+}
+
+/// Some nodes of a Redis Cluster and what its clients trust: each connection
+/// gets a client of its own, as the time limits are set per client.
+#[derive(Clone)]
+pub(crate) struct ClusterSeeds {
+    urls: Vec<String>,
+    tls: TlsConfig,
+}
+
+impl ClusterSeeds {
+    /// The seeds `urls`, checked as [`TlsConfig::open_cluster_client`] does.
+    pub(crate) fn new(urls: Vec<String>, tls: TlsConfig) -> Result<Self, LockError> {
+        tls.open_cluster_client(&urls, Duration::from_secs(1), None)?;
+        Ok(ClusterSeeds { urls, tls })
+    }
+
+    /// A RESP3 client within `config`'s connect timeout and `response_timeout`
+    /// per request, redirections and retries included (`None`: unbounded).
+    pub(super) fn client(
+        &self,
+        config: RedisConfig,
+        response_timeout: Option<Duration>,
+    ) -> Result<ClusterClient, LockError> {
+        self.tls
+            .open_cluster_client(&self.urls, config.connect_timeout, response_timeout)
+    }
+
+    /// The per-connection settings that go with [`client`](Self::client)
+    /// (redis-rs resets the per-attempt limit from them).
+    pub(super) fn settings(
+        config: RedisConfig,
+        response_timeout: Option<Duration>,
+    ) -> ClusterConfig {
+        let settings = ClusterConfig::new().set_connection_timeout(config.connect_timeout);
+        match response_timeout {
+            Some(timeout) => settings.set_response_timeout(timeout),
+            None => settings,
+        }
+    }
+}
+
+/// A command connection to a [`Target`]: both reconnect by themselves.
+#[derive(Clone)]
+pub(super) enum Commands {
+    Server(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Target {
+    /// Opens a command connection, failing with `Connection` (or `Tls`) within
+    /// the configured time limits; `response_timeout: None` leaves answers
+    /// unbounded (for calls that bound themselves).
+    pub(super) async fn open(
+        &self,
+        config: RedisConfig,
+        response_timeout: Option<Duration>,
+    ) -> Result<Commands, LockError> {
+        match self {
+            Target::Server(client) => {
+                let settings = manager_config(config).set_response_timeout(response_timeout);
+                Ok(Commands::Server(open_manager(client, settings).await?))
+            }
+            Target::Cluster(seeds) => {
+                let client = seeds.client(config, response_timeout)?;
+                let settings = ClusterSeeds::settings(config, response_timeout);
+                // The cluster client asks every seed in turn, each within the
+                // connect timeout; bound the whole start as for one server.
+                let limit = config
+                    .connect_timeout
+                    .saturating_mul(2)
+                    .saturating_add(config.response_timeout);
+                match tokio::time::timeout(limit, client.get_async_connection_with_config(settings))
+                    .await
+                {
+                    Ok(Ok(connection)) => Ok(Commands::Cluster(connection)),
+                    Ok(Err(err)) => Err(connect_error(&err)),
+                    Err(_) => Err(LockError::Connection(format!(
+                        "no cluster node answered within {limit:?}"
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// Whether release messages go out on sharded channels (`SPUBLISH`),
+    /// which a cluster keeps on the nodes of the channel's slot.
+    pub(super) fn sharded_pubsub(&self) -> bool {
+        matches!(self, Target::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Commands {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Commands::Server(connection) => connection.req_packed_command(cmd),
+            Commands::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Commands::Server(connection) => connection.req_packed_commands(pipeline, offset, count),
+            Commands::Cluster(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Commands::Server(connection) => connection.get_db(),
+            Commands::Cluster(connection) => connection.get_db(),
+        }
     }
 }

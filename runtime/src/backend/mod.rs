@@ -41,8 +41,9 @@ pub(crate) enum Attempt {
 
 /// One of the lock stores.
 pub(crate) enum Backend {
-    /// Boxed: with the `tls` feature its client holds its TLS settings inline,
-    /// which makes it several times larger than the other variants.
+    /// One server, or a Redis Cluster. Boxed: with the `tls` feature its
+    /// client holds its TLS settings inline, which makes it several times
+    /// larger than the other variants.
     Redis(Box<RedisBackend>),
     Memory(MemoryBackend),
     Redlock(RedlockBackend),
@@ -128,8 +129,13 @@ impl Backend {
         }
     }
 
+    /// Whether every name of one lock must share a hash slot (Redis Cluster).
+    pub(crate) fn needs_hash_tags(&self) -> bool {
+        matches!(self, Backend::Redis(redis) if redis.needs_hash_tags())
+    }
+
     /// Whether waiters queue in the backend and a release hands the lock to
-    /// the first of them (single Redis server, or Sentinel's primary);
+    /// the first of them (single Redis server, Cluster, or Sentinel's primary);
     /// otherwise a release wakes waiters, who then try again.
     pub(crate) fn hands_off(&self) -> bool {
         matches!(self, Backend::Redis(_) | Backend::Sentinel(_))

@@ -5,7 +5,10 @@
 //! listens on its one server; a Redlock backend listens on every node, so a
 //! release seen on *any* node wakes a local waiter. Each server gets one RESP3
 //! connection whose subscriptions are kept equal to the keys that have local
-//! waiters.
+//! waiters. On Redis Cluster the scripts SPUBLISH on the lock key instead (a
+//! sharded channel, which lives on the nodes of the key's slot) and one
+//! RESP3 cluster connection SSUBSCRIBEs each key on the node that serves its
+//! slot.
 //!
 //! ## Behavior
 //!
@@ -22,6 +25,11 @@
 //!   the waiters of every key it subscribed, as a release may have been
 //!   missed meanwhile. Until then waiters sleep until the holder's TTL runs
 //!   out, as they would without notifications.
+//! - On a cluster, the failure of any node's connection counts as the
+//!   failure of the whole listener (a failover moves slots, so every key is
+//!   subscribed again where its slot now is); and a node that drops a
+//!   sharded subscription by itself (its slot moved away) makes that key
+//!   subscribe again, and wakes its waiters.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,10 +38,11 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
-use redis::{Client, ProtocolVersion, PushInfo, PushKind, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
-use super::connection::{manager_config, RedisConfig};
+use super::connection::{manager_config, ClusterSeeds, RedisConfig, Target};
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
@@ -51,8 +60,8 @@ pub(crate) struct Notifications {
 /// the keys that have local waiters.
 struct Listener {
     me: Weak<Listener>,
-    /// The server, spoken to in RESP3 (which carries pub/sub messages).
-    client: Client,
+    /// The server or cluster, spoken to in RESP3 (which carries pub/sub messages).
+    target: Target,
     config: RedisConfig,
     link: Mutex<Link>,
     channels: Channels,
@@ -65,7 +74,39 @@ struct Listener {
 struct Link {
     generation: u64,
     /// `None` until first use after a failure (or at start-up).
-    connection: Option<ConnectionManager>,
+    connection: Option<Subscriber>,
+}
+
+/// A RESP3 connection that subscribes: to plain channels on one server, to
+/// sharded channels on a cluster.
+#[derive(Clone)]
+enum Subscriber {
+    Server(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Subscriber {
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            Subscriber::Server(connection) => connection.subscribe(channel).await,
+            Subscriber::Cluster(connection) => connection.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            Subscriber::Server(connection) => connection.unsubscribe(channel).await,
+            Subscriber::Cluster(connection) => connection.sunsubscribe(channel).await,
+        }
+    }
+
+    async fn ping(&mut self) -> RedisResult<()> {
+        let ping = redis::cmd("PING");
+        match self {
+            Subscriber::Server(connection) => ping.query_async(connection).await,
+            Subscriber::Cluster(connection) => ping.query_async(connection).await,
+        }
+    }
 }
 
 /// Per-channel subscription state, one async lock per channel.
@@ -90,10 +131,11 @@ enum Outcome {
 }
 
 impl Notifications {
-    /// Opens one notification connection per client, concurrently. A server
-    /// that cannot be reached now is connected again on first use. When the
-    /// last local waiter of a key leaves, the key is unsubscribed on every server.
-    pub(crate) async fn open(clients: &[Client], config: RedisConfig) -> Self {
+    /// Opens one notification connection per target, concurrently (a
+    /// cluster target must speak RESP3). A server that cannot be reached now
+    /// is connected again on first use. When the last local waiter of a key
+    /// leaves, the key is unsubscribed on every server.
+    pub(crate) async fn open(targets: &[Target], config: RedisConfig) -> Self {
         let slot: Arc<OnceLock<Vec<Weak<Listener>>>> = Arc::new(OnceLock::new());
         let hook_slot = Arc::clone(&slot);
         let queues = Arc::new(WaitQueues::with_empty_hook(move |key: &str| {
@@ -103,9 +145,9 @@ impl Notifications {
                 }
             }
         }));
-        let listeners: Vec<Arc<Listener>> = clients
+        let listeners: Vec<Arc<Listener>> = targets
             .iter()
-            .filter_map(|client| Listener::start(client, config, &queues))
+            .filter_map(|target| Listener::start(target, config, &queues))
             .collect();
         futures_util::future::join_all(listeners.iter().map(|listener| listener.connect())).await;
         let _ = slot.set(listeners.iter().map(Arc::downgrade).collect());
@@ -145,25 +187,30 @@ impl Notifications {
 }
 
 impl Listener {
-    /// A listener on `client`'s server with a supervisor task that restores
-    /// its subscriptions after failures; connects on first use.
-    fn start(client: &Client, config: RedisConfig, queues: &Arc<WaitQueues>) -> Option<Arc<Self>> {
-        let info = client.get_connection_info().clone();
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = match Client::open(info.set_redis_settings(settings)) {
-            Ok(client) => client,
-            Err(err) => {
-                tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
-                return None;
+    /// A listener on `target` with a supervisor task that restores its
+    /// subscriptions after failures; connects on first use.
+    fn start(target: &Target, config: RedisConfig, queues: &Arc<WaitQueues>) -> Option<Arc<Self>> {
+        let target = match target {
+            Target::Server(client) => {
+                let info = client.get_connection_info().clone();
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(ProtocolVersion::RESP3);
+                match Client::open(info.set_redis_settings(settings)) {
+                    Ok(client) => Target::Server(Box::new(client)),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
+                        return None;
+                    }
+                }
             }
+            Target::Cluster(client) => Target::Cluster(client.clone()),
         };
         let repair = Arc::new(Notify::new());
         let listener = Arc::new_cyclic(|me| Listener {
             me: me.clone(),
-            client,
+            target,
             config,
             link: Mutex::new(Link {
                 generation: 0,
@@ -182,8 +229,7 @@ impl Listener {
         let (generation, Some(mut connection)) = self.link() else {
             return;
         };
-        let ping: Result<(), _> = redis::cmd("PING").query_async(&mut connection).await;
-        if let Err(err) = ping {
+        if let Err(err) = connection.ping().await {
             tracing::warn!(error = %err, "no pub/sub connection yet; waiters retry when the holder's TTL runs out until it is established");
             self.connection_failed(generation);
         }
@@ -191,7 +237,7 @@ impl Listener {
 
     /// The current connection and its generation, creating the connection
     /// (which connects on first use) if there is none.
-    fn link(&self) -> (u64, Option<ConnectionManager>) {
+    fn link(&self) -> (u64, Option<Subscriber>) {
         let mut link = self.link.lock().unwrap_or_else(PoisonError::into_inner);
         if link.connection.is_none() {
             link.connection = self.new_connection(link.generation);
@@ -201,24 +247,47 @@ impl Listener {
 
     /// A lazily connecting RESP3 connection of `generation` that delivers
     /// release messages into the queues and reports its disconnection.
-    fn new_connection(&self, generation: u64) -> Option<ConnectionManager> {
+    fn new_connection(&self, generation: u64) -> Option<Subscriber> {
         let (queues, me) = (Arc::clone(&self.queues), self.me.clone());
         let deliver = move |push: PushInfo| -> Result<(), Infallible> {
             match push.kind {
-                PushKind::Message => deliver_release(&queues, &push.data),
+                PushKind::Message | PushKind::SMessage => deliver_release(&queues, &push.data),
                 PushKind::Disconnection => {
                     if let Some(listener) = me.upgrade() {
                         listener.connection_failed(generation);
+                    }
+                }
+                PushKind::SUnsubscribe => {
+                    if let (Some(listener), Some(channel)) = (me.upgrade(), text(push.data.first()))
+                    {
+                        listener.resubscribe_in_background(channel.to_owned());
                     }
                 }
                 _ => {}
             }
             Ok(())
         };
-        let config = manager_config(self.config).set_push_sender(deliver);
-        ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
-            .ok()
+        match &self.target {
+            Target::Server(client) => {
+                let config = manager_config(self.config).set_push_sender(deliver);
+                ConnectionManager::new_lazy_with_config((**client).clone(), config)
+                    .map(Subscriber::Server)
+                    .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
+                    .ok()
+            }
+            Target::Cluster(seeds) => {
+                let timeout = Some(self.config.response_timeout);
+                let settings =
+                    ClusterSeeds::settings(self.config, timeout).set_push_sender(deliver);
+                seeds
+                    .client(self.config, timeout)
+                    .map(|client| {
+                        Subscriber::Cluster(client.get_pending_async_connection_with_config(settings))
+                    })
+                    .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
+                    .ok()
+            }
+        }
     }
 
     /// Drops the connection of `generation` (unless it was replaced already),
@@ -276,6 +345,25 @@ impl Listener {
         }
         self.channels.settle(channel, subscribed_on);
         outcome
+    }
+
+    /// After a node dropped the sharded subscription of `channel` (our own
+    /// SUNSUBSCRIBE, or its slot moved away): forgets it, subscribes again if
+    /// the key has local waiters, and wakes them, as a release may have been
+    /// missed. After our own unsubscribe it finds nothing to do.
+    fn resubscribe_in_background(self: Arc<Self>, channel: String) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                {
+                    let mut subscribed_on = self.channels.slot(&channel).lock_owned().await;
+                    *subscribed_on = None;
+                    self.channels.settle(&channel, subscribed_on);
+                }
+                if self.reconcile(&channel).await == Outcome::Subscribed {
+                    self.queues.wake_all(&channel);
+                }
+            });
+        }
     }
 
     fn reconcile_in_background(self: Arc<Self>, channel: String) {

@@ -1,18 +1,24 @@
-//! The single-instance Redis backend: one multiplexed, auto-reconnecting
-//! connection for commands and one RESP3 connection for release notifications.
-//! Replicated acquisitions (`LockOptions::min_replicas`) get a third connection,
-//! opened on first use, so that their `WAIT` never holds up other commands.
+//! The single-instance Redis backend, which also serves Redis Cluster: one
+//! multiplexed, auto-reconnecting connection for commands and one RESP3
+//! connection for release notifications. Replicated acquisitions
+//! (`LockOptions::min_replicas`) get a third connection, opened on first use,
+//! so that their `WAIT` never holds up other commands.
+//!
+//! On a cluster the connections are redis-rs cluster connections, which send
+//! each command (a script with all its keys in one slot, see `keys`) to the
+//! primary serving the slot and follow `MOVED` / `ASK` and failovers; `WAIT`
+//! is pipelined behind the acquisition, so it reaches the same primary.
+//! Releases are announced on sharded channels (see `notify`).
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
-use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
+use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::notify::Notifications;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
@@ -26,14 +32,14 @@ use crate::LockError;
 /// waiter that died holds up the key at most this long.
 pub(crate) const GRANT_WINDOW: Duration = Duration::from_secs(2);
 
-/// Locks in one Redis server (or one master).
+/// Locks in one Redis server (or one master), or in a Redis Cluster.
 pub(crate) struct RedisBackend {
-    client: Client,
+    target: Target,
     config: RedisConfig,
-    commands: ConnectionManager,
+    commands: Commands,
     notifications: Notifications,
     /// The connection of replicated acquisitions, whose `WAIT` blocks it.
-    replicated: OnceCell<ConnectionManager>,
+    replicated: OnceCell<Commands>,
 }
 
 impl RedisBackend {
@@ -48,12 +54,27 @@ impl RedisBackend {
         Self::open(tls.open_client(url)?, config).await
     }
 
+    /// As [`connect`](Self::connect), to the Redis Cluster that the nodes at
+    /// `urls` (any of its nodes; one that answers is enough) belong to.
+    pub(crate) async fn connect_cluster(
+        urls: &[String],
+        config: RedisConfig,
+        tls: &TlsConfig,
+    ) -> Result<Self, LockError> {
+        let seeds = ClusterSeeds::new(urls.to_vec(), tls.clone())?;
+        Self::open_target(Target::Cluster(Box::new(seeds)), config).await
+    }
+
     /// As [`connect`](Self::connect), to the server of `client`.
     pub(crate) async fn open(client: Client, config: RedisConfig) -> Result<Self, LockError> {
-        let commands = open_manager(&client, manager_config(config)).await?;
-        let notifications = Notifications::open(std::slice::from_ref(&client), config).await;
+        Self::open_target(Target::Server(Box::new(client)), config).await
+    }
+
+    async fn open_target(target: Target, config: RedisConfig) -> Result<Self, LockError> {
+        let commands = target.open(config, Some(config.response_timeout)).await?;
+        let notifications = Notifications::open(std::slice::from_ref(&target), config).await;
         Ok(RedisBackend {
-            client,
+            target,
             config,
             commands,
             notifications,
@@ -88,7 +109,7 @@ impl RedisBackend {
             Err(err) => {
                 let err = lock_error(err);
                 if matches!(err, LockError::Connection(_)) {
-                    undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
+                    self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
                 }
                 Err(err)
             }
@@ -119,7 +140,7 @@ impl RedisBackend {
             .config
             .response_timeout
             .saturating_add(replicas.timeout);
-        let send = |mut connection: ConnectionManager| {
+        let send = |mut connection: Commands| {
             let pipeline = &pipeline;
             async move {
                 match tokio::time::timeout(limit, pipeline.query_async(&mut connection)).await {
@@ -144,7 +165,7 @@ impl RedisBackend {
             Err(err) => {
                 let err = err.map_or_else(|| no_answer(limit), lock_error);
                 if matches!(err, LockError::Connection(_)) {
-                    undo_unanswered_acquire(connection.clone(), key, token, ttl_ms);
+                    self.undo_unanswered_acquire(connection.clone(), key, token, ttl_ms);
                 }
                 return Err(err);
             }
@@ -173,15 +194,15 @@ impl RedisBackend {
     /// The connection for replicated acquisitions, opened on first use. It has
     /// no response timeout of its own: each call bounds itself by the
     /// configured response timeout plus its `WAIT` timeout.
-    async fn replicated_connection(&self) -> Result<&ConnectionManager, LockError> {
+    async fn replicated_connection(&self) -> Result<&Commands, LockError> {
         self.replicated
-            .get_or_try_init(|| {
-                open_manager(
-                    &self.client,
-                    manager_config(self.config).set_response_timeout(None),
-                )
-            })
+            .get_or_try_init(|| self.target.open(self.config, None))
             .await
+    }
+
+    /// Whether this backend's keys must share a hash slot per lock (Redis Cluster).
+    pub(crate) fn needs_hash_tags(&self) -> bool {
+        self.target.sharded_pubsub()
     }
 
     pub(crate) async fn unlock(
@@ -189,9 +210,16 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        release(&mut self.commands.clone(), key, token, GRANT_WINDOW)
-            .await
-            .map_err(lock_error)
+        let sharded = self.target.sharded_pubsub();
+        release(
+            &mut self.commands.clone(),
+            key,
+            token,
+            GRANT_WINDOW,
+            sharded,
+        )
+        .await
+        .map_err(lock_error)
     }
 
     pub(crate) async fn renew(
@@ -216,6 +244,28 @@ impl RedisBackend {
             .map_err(lock_error)
     }
 
+    /// The SET may have landed even though its answer was lost: free it with
+    /// our token in the background, so it does not block others until the TTL
+    /// ends. Sent on the `connection` that carried the acquisition, so it
+    /// arrives after it; given up after the ttl, when the lock has expired anyway.
+    fn undo_unanswered_acquire(
+        &self,
+        mut connection: Commands,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (key, token) = (key.clone(), token.clone());
+        let sharded = self.target.sharded_pubsub();
+        runtime.spawn(async move {
+            let release = release(&mut connection, &key, &token, GRANT_WINDOW, sharded);
+            let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
+        });
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.notifications.local_waiters(&key.lock)
     }
@@ -223,26 +273,6 @@ impl RedisBackend {
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(&key.lock, 1).await
     }
-}
-
-/// The SET may have landed even though its answer was lost: free it with our
-/// token in the background, so it does not block others until the TTL ends.
-/// Sent on the `connection` that carried the acquisition, so it arrives after
-/// it; given up after the ttl, when the lock has expired anyway.
-fn undo_unanswered_acquire(
-    mut connection: ConnectionManager,
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
-) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let (key, token) = (key.clone(), token.clone());
-    runtime.spawn(async move {
-        let release = release(&mut connection, &key, &token, GRANT_WINDOW);
-        let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
-    });
 }
 
 /// A replicated acquisition that got no answer within `limit`.

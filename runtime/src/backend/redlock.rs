@@ -85,7 +85,7 @@ use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
-use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
+use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
 use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
@@ -177,13 +177,17 @@ impl RedlockBackend {
                 )));
             }
         }
+        let targets: Vec<Target> = clients
+            .iter()
+            .map(|client| Target::Server(Box::new(client.clone())))
+            .collect();
         let (connected, notifications) = tokio::join!(
             futures_util::future::join_all(
                 clients
                     .iter()
                     .map(|client| open_manager(client, manager_config(config)))
             ),
-            Notifications::open(&clients, config),
+            Notifications::open(&targets, config),
         );
         let mut nodes = Vec::with_capacity(n);
         let mut unreachable = Vec::new();
@@ -447,7 +451,7 @@ impl RedlockBackend {
         let mut tally = Tally::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { release(&mut node, key, token, Duration::ZERO).await },
+            |mut node| async move { release(&mut node, key, token, Duration::ZERO, false).await },
             |index, reply| {
                 tally.record(index, reply);
                 false

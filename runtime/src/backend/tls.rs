@@ -2,7 +2,10 @@
 //! crypto provider. Compiled in with the `tls` feature; without it a TLS URL
 //! is refused with a reason that names the feature.
 
-use redis::Client;
+use std::time::Duration;
+
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::{Client, ProtocolVersion};
 #[cfg(feature = "tls")]
 use redis::{ConnectionAddr, TlsCertificates};
 
@@ -43,6 +46,61 @@ impl TlsConfig {
         Ok(client)
     }
 
+    /// A RESP3 Redis Cluster client seeded with `urls`, connecting within
+    /// `connect_timeout` and answering each request, redirections and
+    /// retries included, within `response_timeout` (`None`: unbounded, for
+    /// calls that bound themselves). TLS seeds trust the configured root
+    /// certificates; without the `tls` feature they are refused with
+    /// `InvalidUrl`, as is an empty list or a URL redis-rs cannot use.
+    pub(crate) fn open_cluster_client(
+        &self,
+        urls: &[String],
+        connect_timeout: Duration,
+        response_timeout: Option<Duration>,
+    ) -> Result<ClusterClient, LockError> {
+        let invalid = |reason: String| LockError::InvalidUrl {
+            url: urls.join(","),
+            reason,
+        };
+        if urls.is_empty() {
+            return Err(invalid("no cluster node given".to_owned()));
+        }
+        for url in urls {
+            // Each seed alone, so a bad one is named (and TLS is checked as for one server).
+            self.open_client(url)?;
+        }
+        let builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+            .use_protocol(ProtocolVersion::RESP3)
+            .connection_timeout(connect_timeout);
+        let builder = match response_timeout {
+            Some(timeout) => builder.response_timeout(timeout),
+            None => builder.overall_response_timeout(None),
+        };
+        #[cfg(feature = "tls")]
+        let builder = self.secure_cluster(builder, urls);
+        builder.build().map_err(|err| invalid(err.to_string()))
+    }
+
+    /// Gives TLS cluster seeds the configured root certificates.
+    #[cfg(feature = "tls")]
+    fn secure_cluster(
+        &self,
+        builder: ClusterClientBuilder,
+        urls: &[String],
+    ) -> ClusterClientBuilder {
+        if !urls.iter().any(|url| is_tls_url(url)) {
+            return builder;
+        }
+        install_crypto_provider();
+        match &self.root_certificates {
+            Some(root_cert) => builder.certs(TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root_cert.clone()),
+            }),
+            None => builder,
+        }
+    }
+
     /// Gives a TLS client its root certificates and makes sure rustls has a
     /// crypto provider; a plain client is returned unchanged.
     #[cfg(feature = "tls")]
@@ -67,7 +125,6 @@ impl TlsConfig {
 }
 
 /// Whether `url` asks for TLS.
-#[cfg(not(feature = "tls"))]
 fn is_tls_url(url: &str) -> bool {
     url.split_once("://").is_some_and(|(scheme, _)| {
         scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")

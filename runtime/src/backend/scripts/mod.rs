@@ -14,6 +14,11 @@ pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("release.lua")));
+/// `release.lua` for Redis Cluster: the release message goes out on the
+/// lock key's sharded channel (`SPUBLISH`), which stays on its slot's nodes
+/// instead of crossing the whole cluster.
+pub(crate) static RELEASE_SHARDED: Lazy<Script> =
+    Lazy::new(|| with_prelude(&include_str!("release.lua").replace("'PUBLISH'", "'SPUBLISH'")));
 /// A fencing token above every earlier one of the key, also after a restart
 /// from stale data, for the current holder only; see `fence.lua`.
 pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
@@ -27,4 +32,16 @@ pub(crate) static FENCE_FLOOR: Lazy<Script> =
 /// A script made of the shared functions followed by `body`.
 fn with_prelude(body: &str) -> Script {
     Script::new(&[include_str!("prelude.lua"), body].concat())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sharded_release_publishes_only_on_sharded_channels() {
+        let plain = include_str!("release.lua");
+        let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
+        assert_eq!(plain.matches("'PUBLISH'").count(), 2);
+        assert_eq!(sharded.matches("'SPUBLISH'").count(), 2);
+        assert!(!sharded.contains("'PUBLISH'"));
+    }
 }
