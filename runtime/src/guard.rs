@@ -96,8 +96,10 @@ impl LockGuard {
     ///
     /// `Err(LockError::LeaseLost)` means the lease had expired or been taken
     /// over: the lock was *not* deleted (it is someone else's now), and the
-    /// work done under it was not protected. A connection error means the
-    /// release did not arrive; the lock then expires after its TTL.
+    /// work done under it was not protected; a lease already reported lost
+    /// gives this error also when the release could not reach Redis. Any
+    /// other connection error means the release did not arrive; the lock
+    /// then expires after its TTL.
     ///
     /// Cancel-safe: if this future is dropped before the release's answer
     /// arrived, the release is sent again from a task on the current Tokio
@@ -214,6 +216,12 @@ async fn unlock(lease: &Lease) -> Result<(), LockError> {
         Ok(false) => {
             lease.mark_lost();
             tracing::warn!(key = %lease.key.user, "release found the lock no longer ours: the lease had expired or was taken over");
+            Err(LockError::LeaseLost {
+                key: lease.key.user.clone(),
+            })
+        }
+        Err(err) if lease.is_lost() => {
+            tracing::warn!(key = %lease.key.user, error = %err, "release of a lost lease failed; the lock expires after its TTL");
             Err(LockError::LeaseLost {
                 key: lease.key.user.clone(),
             })
