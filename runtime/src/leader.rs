@@ -1,0 +1,179 @@
+//! Leader election: instances campaign for one key, and the one holding its
+//! lock leads. A term of leadership is a held lock (a [`LockGuard`], renewed
+//! by the watchdog like any other) numbered by its fencing token.
+
+use std::time::Duration;
+
+use crate::{LockError, LockGuard, LockManager, LockOptions};
+
+/// One instance's candidacy for the leadership of a key; see
+/// [`LockManager::leader`]. Each [`next_term`](Self::next_term) campaigns
+/// until this instance leads and returns the [`Term`].
+///
+/// ## Behavior
+///
+/// - **At most one leader.** A term is a held lock on the key, so two terms
+///   of one key never overlap: the next leader is granted the lock only after
+///   the current one released it or its lease ran out.
+/// - **Term numbers.** A term's [`number`](Term::number) is the lock's
+///   fencing token: strictly greater than the number of every earlier term
+///   of the key (numbers may skip values when other holders of the key take
+///   tokens too). Send it with every write to storage that must reject a
+///   deposed leader.
+/// - **Renewal.** While a `Term` lives, its lease is renewed every ttl/3.
+/// - **Stopped or partitioned leader.** Its lease is no longer renewed and
+///   runs out one ttl after the last renewal the server ran, so at most one
+///   ttl after the leader stopped; a campaigner is granted the key then.
+///   A partitioned leader that is still running sees [`Term::lost`] resolve
+///   before that: its view of the lease ends at least a safety margin (6 %
+///   of the ttl plus 2 ms) before the server's. A leader whose process is
+///   paused (a stopped VM, a long GC) cannot look at its clock in time; the
+///   term number is what protects storage from it.
+/// - **Resigning.** [`Term::resign`] (or dropping the `Term`) releases the
+///   lock at once, and a waiting campaigner leads without waiting for the
+///   ttl: on a single Redis server the release hands it the lock, elsewhere
+///   the release wakes it.
+/// - **Errors.** A connection error during a campaign is returned; the
+///   campaign left no lock behind, and calling `next_term` again (it is
+///   [retryable](LockError::is_retryable)) campaigns anew.
+#[derive(Debug)]
+pub struct Leadership {
+    manager: LockManager,
+    key: String,
+    options: LockOptions,
+}
+
+impl LockManager {
+    /// Campaigns for the leadership of `key`: a [`Leadership`] whose
+    /// [`next_term`](Leadership::next_term) waits until this instance leads.
+    /// Nothing is sent to the lock server before that call.
+    ///
+    /// Of `options`, the ttl, renewal (on by default: a term lasts until it
+    /// is resigned; with `renew(false)` it ends after one ttl) and
+    /// `min_replicas` apply to each term. The others are set for leadership:
+    /// no `wait` limit (a campaign waits until it wins; bound it with
+    /// `tokio::time::timeout`, which is cancel-safe), not re-entrant (a
+    /// campaign inside a lock scope that holds `key` fails with
+    /// `AlreadyHeld` rather than lead through the scope's lock), no
+    /// `hold_at_least` (resigning hands over at once), and `fenced` (the term
+    /// number comes with the lock).
+    ///
+    /// ```no_run
+    /// # async fn run(locks: distributed_lock_runtime::LockManager) -> Result<(), distributed_lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// use distributed_lock_runtime::LockOptions;
+    ///
+    /// let mut leadership = locks.leader("svc:orders", LockOptions::new().ttl(Duration::from_secs(10)));
+    /// loop {
+    ///     let term = leadership.next_term().await?;
+    ///     println!("leading, term {}", term.number());
+    ///     term.lost().await; // lead until the lease is lost (or resign)
+    ///     println!("term {} over", term.number());
+    /// }
+    /// # }
+    /// ```
+    pub fn leader(&self, key: &str, options: LockOptions) -> Leadership {
+        Leadership {
+            manager: self.clone(),
+            key: key.to_owned(),
+            options: options
+                .wait(Duration::MAX)
+                .reentrant(false)
+                .hold_at_least(Duration::ZERO)
+                .fenced(true),
+        }
+    }
+}
+
+impl Leadership {
+    /// The key campaigned for, without namespace.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Campaigns until this instance leads, and returns its term.
+    ///
+    /// Waits for the current leader's lock like any waiter of
+    /// [`LockManager::acquire`]: woken by its release or when its lease runs
+    /// out, and on a single Redis server handed the lock in arrival order.
+    /// A lock won but lost before its term number was issued is not a term:
+    /// the campaign goes on. Call it once the previous term of this
+    /// instance has ended (resigned, dropped, or lost): a campaign while this
+    /// instance still holds a term waits for that term to end.
+    ///
+    /// Cancel-safe: dropping the future at any `.await` leaves no lock
+    /// behind. Errors: `Connection` (and the other errors of `acquire`, such
+    /// as `InvalidOptions` for a zero ttl); nothing is held then.
+    pub async fn next_term(&mut self) -> Result<Term, LockError> {
+        loop {
+            let guard = self
+                .manager
+                .acquire(&self.key, self.options.clone())
+                .await?;
+            match guard.fencing_token().await {
+                Ok(number) => {
+                    tracing::info!(key = self.key, term = number, "became leader");
+                    return Ok(Term { guard, number });
+                }
+                Err(LockError::LeaseLost { .. }) => {
+                    tracing::warn!(
+                        key = self.key,
+                        "lease lost before the term began; campaigning again"
+                    );
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// One term of leadership: this instance leads until the term is lost,
+/// resigned or dropped. Holds the key's lock, renewed while the term lives.
+///
+/// Dropping a `Term` resigns as a dropped [`LockGuard`] releases: at once,
+/// from a task on the current Tokio runtime.
+#[must_use = "leadership ends as soon as the term is dropped"]
+#[derive(Debug)]
+pub struct Term {
+    guard: LockGuard,
+    number: u64,
+}
+
+impl Term {
+    /// The term number: the lock's fencing token, strictly greater than
+    /// every earlier term's number on this key. Pass it to storage that
+    /// must reject writes from a deposed leader.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The key led, without namespace.
+    pub fn key(&self) -> &str {
+        self.guard.key()
+    }
+
+    /// Whether leadership is lost: the lease expired before renewal, or was
+    /// taken over. Once `true`, it stays so; act as leader only while it is
+    /// `false`.
+    pub fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    /// Resolves as soon as leadership is lost, and no later than the end of
+    /// the lease's certain validity (before any other instance can be
+    /// granted the key); pending while it is held. Not resolved by
+    /// [`resign`](Self::resign), which consumes the term.
+    pub async fn lost(&self) {
+        self.guard.lost().await;
+    }
+
+    /// Ends the term now: releases the lock, so a waiting campaigner is
+    /// granted it at once. `Err(LeaseLost)` when leadership had been lost
+    /// already (the lock is someone else's and was left alone); a connection
+    /// error means the release did not arrive and the lock expires after its
+    /// ttl. Cancel-safe as [`LockGuard::release`].
+    pub async fn resign(self) -> Result<(), LockError> {
+        tracing::info!(key = self.key(), term = self.number, "resigning");
+        self.guard.release().await
+    }
+}
