@@ -9,13 +9,16 @@
 //! `--instances N` (default 4), and where the locks live:
 //! `--sentinel` (starts its own primary, 2 replicas and 3 Sentinels) or
 //! `--sentinel NAME URL,URL,...` (an existing Sentinel set-up; the stock is
-//! kept on the primary they name).
+//! kept on the primary they name), `--cluster` (starts its own Redis Cluster
+//! of 3 primaries with a replica each) or `--cluster URL,URL,...` (nodes of
+//! an existing cluster, which also keeps the stock).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed_lock::{distributed_lock, LockError, LockManager};
-use distributed_lock_testkit::{RedisSentinel, RedisServer};
-use redis::aio::MultiplexedConnection;
+use distributed_lock_testkit::{RedisCluster, RedisSentinel, RedisServer};
+use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
 
 /// What can go wrong while buying.
@@ -27,13 +30,14 @@ enum ShopError {
     Redis(#[from] redis::RedisError),
 }
 
-/// One service instance: its own lock manager and its own Redis connection.
-struct Shop {
+/// One service instance: its own lock manager and a connection to where the
+/// stock is kept (one server, or a cluster).
+struct Shop<C> {
     locks: LockManager,
-    redis: MultiplexedConnection,
+    redis: C,
 }
 
-impl Shop {
+impl<C: ConnectionLike + Clone + Send + Sync> Shop<C> {
     /// Buys one unit under the lock on the SKU's stock. Returns whether a unit was sold.
     #[distributed_lock(key = "stock:{sku}", ttl = "10s", wait = "30s", manager = self.locks)]
     async fn buy(&self, sku: &str) -> Result<bool, ShopError> {
@@ -62,6 +66,9 @@ struct Settings {
     /// `--sentinel`: `Some(None)` starts a Sentinel set-up, `Some(Some(..))`
     /// names an existing one (service name, Sentinel URLs).
     sentinel: Option<Option<(String, Vec<String>)>>,
+    /// `--cluster`: `Some(None)` starts a cluster, `Some(Some(urls))` names
+    /// nodes of an existing one.
+    cluster: Option<Option<Vec<String>>>,
 }
 
 /// Where the locks and the stock live.
@@ -75,6 +82,8 @@ enum Deployment {
         sentinels: Vec<String>,
         primary_url: String,
     },
+    /// A Redis Cluster: the locks and the stock on it.
+    Cluster { urls: Vec<String> },
 }
 
 impl Deployment {
@@ -84,13 +93,7 @@ impl Deployment {
             Deployment::Sentinel {
                 service, sentinels, ..
             } => LockManager::sentinel(service, sentinels).await,
-        }
-    }
-
-    fn data_url(&self) -> &str {
-        match self {
-            Deployment::Single { url } => url,
-            Deployment::Sentinel { primary_url, .. } => primary_url,
+            Deployment::Cluster { urls } => LockManager::cluster(urls).await,
         }
     }
 }
@@ -123,6 +126,7 @@ fn parse_settings() -> Result<Settings, String> {
         stock: 50,
         instances: 4,
         sentinel: None,
+        cluster: None,
     };
     let mut args = std::env::args().skip(1).peekable();
     while let Some(arg) = args.next() {
@@ -145,10 +149,16 @@ fn parse_settings() -> Result<Settings, String> {
                     }
                 });
             }
+            "--cluster" => {
+                settings.cluster = Some(
+                    args.next_if(|next| !next.starts_with("--"))
+                        .map(|urls| urls.split(',').map(str::to_owned).collect()),
+                );
+            }
             other => {
                 return Err(format!(
                     "unknown argument `{other}`; use --no-lock, --buyers N, --stock N, \
-                     --instances N, --sentinel [NAME URL,URL,...]"
+                     --instances N, --sentinel [NAME URL,URL,...], --cluster [URL,URL,...]"
                 ))
             }
         }
@@ -162,8 +172,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Kept until the end: dropping them stops the servers this run started.
     let mut own_server = None;
     let mut own_sentinels = None;
-    let deployment = match &settings.sentinel {
-        None => {
+    let mut own_cluster = None;
+    let deployment = match (&settings.sentinel, &settings.cluster) {
+        (Some(_), Some(_)) => return Err("choose one of --sentinel and --cluster".into()),
+        (None, None) => {
             let url = match std::env::var("REDIS_URL") {
                 Ok(url) => url,
                 Err(_) => {
@@ -174,7 +186,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             Deployment::Single { url }
         }
-        Some(None) => {
+        (Some(None), None) => {
             let topology = own_sentinels.insert(RedisSentinel::start());
             println!(
                 "started a temporary primary {}, 2 replicas and 3 Sentinels ({})",
@@ -187,24 +199,61 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 primary_url: topology.primary().url(),
             }
         }
-        Some(Some((service, sentinels))) => Deployment::Sentinel {
+        (Some(Some((service, sentinels))), None) => Deployment::Sentinel {
             primary_url: primary_url(service, sentinels).await?,
             service: service.clone(),
             sentinels: sentinels.clone(),
         },
+        (None, Some(None)) => {
+            let cluster: &RedisCluster = own_cluster.insert(RedisCluster::start());
+            println!(
+                "started a temporary Redis Cluster of 3 primaries and 3 replicas ({})",
+                cluster.seed_urls().join(", ")
+            );
+            Deployment::Cluster {
+                urls: cluster.seed_urls(),
+            }
+        }
+        (None, Some(Some(urls))) => Deployment::Cluster { urls: urls.clone() },
     };
+    match &deployment {
+        Deployment::Single { url }
+        | Deployment::Sentinel {
+            primary_url: url, ..
+        } => {
+            let data = redis::Client::open(url.as_str())?
+                .get_multiplexed_async_connection()
+                .await?;
+            run_sale(&settings, &deployment, data).await
+        }
+        Deployment::Cluster { urls } => {
+            let data = redis::cluster::ClusterClient::new(urls.clone())?
+                .get_async_connection()
+                .await?;
+            run_sale(&settings, &deployment, data).await
+        }
+    }
+}
 
+/// Sells the stock kept at `data` to the buyers, over instances whose locks
+/// live in `deployment`, and checks that nothing was oversold.
+async fn run_sale<C>(
+    settings: &Settings,
+    deployment: &Deployment,
+    mut data: C,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     let sku = "sku-42";
-    let client = redis::Client::open(deployment.data_url())?;
-    let mut setup = client.get_multiplexed_async_connection().await?;
-    let _: () = setup.set(format!("stock:{sku}"), settings.stock).await?;
-    let _: () = setup.set(format!("sold:{sku}"), 0).await?;
+    let _: () = data.set(format!("stock:{sku}"), settings.stock).await?;
+    let _: () = data.set(format!("sold:{sku}"), 0).await?;
 
     let mut shops = Vec::new();
     for _ in 0..settings.instances {
-        shops.push(std::sync::Arc::new(Shop {
+        shops.push(Arc::new(Shop {
             locks: deployment.manager().await?,
-            redis: client.get_multiplexed_async_connection().await?,
+            redis: data.clone(),
         }));
     }
 
@@ -222,7 +271,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut buyers = Vec::new();
     for buyer in 0..settings.buyers {
-        let shop = std::sync::Arc::clone(&shops[buyer % shops.len()]);
+        let shop = Arc::clone(&shops[buyer % shops.len()]);
         let locked = settings.locked;
         buyers.push(tokio::spawn(async move {
             if locked {
@@ -239,8 +288,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let stock: i64 = setup.get(format!("stock:{sku}")).await?;
-    let sold: i64 = setup.get(format!("sold:{sku}")).await?;
+    let stock: i64 = data.get(format!("stock:{sku}")).await?;
+    let sold: i64 = data.get(format!("sold:{sku}")).await?;
     let oversold = (sold - settings.stock).max(0);
     println!("took {:?}", started.elapsed());
     println!("buyers told yes: {successful_buyers}");
