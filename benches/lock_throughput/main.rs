@@ -20,11 +20,13 @@
 //! `release`; **ours fenced** with `fenced(true)`, **ours+token on request**
 //! without it, both reading the fencing token once per cycle), **raw** (SET NX PX polled every 1 ms, EVALSHA
 //! compare-and-delete; see [`raw`]), **ours on Redlock** over 3 more local
-//! redis-servers, and **macro**, **with_lock**, **acquire+release** around an
+//! redis-servers, **ours on Cluster** over a Redis Cluster of 3 more
+//! (primaries without replicas, all on the Redis CPU), and **macro**, **with_lock**, **acquire+release** around an
 //! empty body with the attribute's options. Workloads: U1, U32 and C8 in this
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
 //! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
-//! through the attribute). Commands sent are counted in one more, smaller run
+//! through the attribute), CL-U32 (U32 on the cluster; the cluster starts
+//! only when CL-U32 is selected). Commands sent are counted in one more, smaller run
 //! of each under MONITOR ([`monitor`]).
 //!
 //! The subjects take turns going first from round to round ([`measure`]);
@@ -54,7 +56,7 @@ mod report;
 mod subjects;
 mod workloads;
 
-use distributed_lock_testkit::RedisServer;
+use distributed_lock_testkit::{RedisCluster, RedisServer};
 
 use crate::cpu::Placement;
 use crate::measure::{measure, Table, Workload};
@@ -64,6 +66,8 @@ use crate::workloads::Scale;
 
 /// Redlock servers of the R3-U1 table (its name and title say 3).
 const REDLOCK_NODES: usize = 3;
+/// Primaries of the CL-U32 table's cluster (its title says 3).
+const CLUSTER_PRIMARIES: usize = 3;
 
 /// The figures of the uncontended workloads.
 const UNCONTENDED: &[Figure] = &[
@@ -164,6 +168,18 @@ const TABLES: &[Table] = &[
         }],
     },
     Table {
+        title: "CL-U32: U32 through ours on a Redis Cluster of 3 primaries (the 32 keys \
+                spread over them), beside ours and raw on one server; Redis CPU and commands \
+                of ours on Cluster are summed over the 3 primaries.",
+        subjects: &[Subject::OursCluster, Subject::Ours, Subject::Raw],
+        workloads: &[Workload {
+            name: "CL-U32",
+            run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
+            rounds: 3,
+            figures: UNCONTENDED,
+        }],
+    },
+    Table {
         title: "M-U1: U1 through `#[distributed_lock]` around an empty body, against \
                 `with_lock` around an empty body and against `acquire` + `release`, same \
                 options (ttl 10 s, wait 0), one redis-server.",
@@ -208,7 +224,20 @@ fn main() {
         RedisServer::url,
     );
     let nodes = RedisServer::start_independent(REDLOCK_NODES);
-    for server in own_server.iter().chain(&nodes) {
+    let cluster = selected("CL-U32").then(|| {
+        RedisCluster::builder()
+            .primaries(CLUSTER_PRIMARIES)
+            .replicas_per_primary(0)
+            .start()
+    });
+    let cluster_nodes: Vec<&RedisServer> =
+        cluster.iter().flat_map(RedisCluster::primaries).collect();
+    let cluster_urls: Vec<String> = cluster_nodes.iter().map(|node| node.url()).collect();
+    for server in own_server
+        .iter()
+        .chain(&nodes)
+        .chain(cluster_nodes.iter().copied())
+    {
         match redis_stats::process_id(server) {
             Some(pid) => placement.pin_server(pid),
             None => eprintln!("warning: no process id from {}: not pinned", server.url()),
@@ -226,9 +255,15 @@ fn main() {
         .build()
         .expect("tokio runtime");
     runtime.block_on(async {
-        let setup = Setup::connect(&url, &node_urls).await;
+        let setup = Setup::connect(&url, &node_urls, &cluster_urls).await;
         let mut subjects: Vec<Subject> = Vec::new();
-        for subject in TABLES.iter().flat_map(|table| table.subjects) {
+        let running = TABLES.iter().filter(|table| {
+            table
+                .workloads
+                .iter()
+                .any(|workload| selected(workload.name))
+        });
+        for subject in running.flat_map(|table| table.subjects) {
             if !subjects.contains(subject) {
                 subjects.push(*subject);
             }
@@ -240,10 +275,13 @@ fn main() {
         }
         let mut results = Vec::new();
         for table in TABLES {
-            let sides: Vec<Side> = table.subjects.iter().map(|s| setup.side(*s)).collect();
+            let mut sides: Vec<Side> = Vec::new();
             let mut runs = Vec::new();
             for workload in table.workloads {
                 if selected(workload.name) {
+                    if sides.is_empty() {
+                        sides = table.subjects.iter().map(|s| setup.side(*s)).collect();
+                    }
                     runs.push(measure(workload, &sides, scale).await);
                 } else {
                     runs.push(Vec::new());
@@ -253,7 +291,7 @@ fn main() {
         }
         println!(
             "\n{cpus} CPUs ({}); {}{}; redis-server {} ({}; Redlock: {REDLOCK_NODES} more, \
-             started by the bench); Tokio multi-thread runtime with {workers} worker(s); \
+             Cluster: {CLUSTER_PRIMARIES} more, started by the bench); Tokio multi-thread runtime with {workers} worker(s); \
              fastest of alternating runs per subject{}\n",
             cpu::model().unwrap_or_else(|| "model unknown".to_owned()),
             placement.describe(redis_pid),

@@ -32,6 +32,8 @@ pub enum Subject {
     Raw,
     /// As `Ours`, on a Redlock manager over the 3 Redlock servers.
     OursRedlock,
+    /// As `Ours`, on a Redis Cluster of 3 primaries (keys spread over them).
+    OursCluster,
     /// [`Annotated::cycle`]: the attribute around an empty body.
     Macro,
     /// `with_lock` around an empty body, with the attribute's options.
@@ -49,6 +51,7 @@ impl Subject {
             Subject::OursTokenOnRequest => "ours+token on request",
             Subject::Raw => "raw",
             Subject::OursRedlock => "ours on Redlock",
+            Subject::OursCluster => "ours on Cluster",
             Subject::Macro => "macro",
             Subject::WithLock => "with_lock",
             Subject::AcquireRelease => "acquire+release",
@@ -84,12 +87,26 @@ pub struct Setup {
     pub server: Admin,
     /// Counters of the Redlock servers, summed.
     nodes: Admin,
+    /// Ours on the cluster, and the counters of its primaries, summed.
+    cluster: Option<(LockManager, Admin)>,
 }
 
 impl Setup {
-    /// Connects every subject to `url`, and ours on Redlock to `node_urls`.
-    pub async fn connect(url: &str, node_urls: &[String]) -> Setup {
+    /// Connects every subject to `url`, ours on Redlock to `node_urls`, and
+    /// ours on Cluster to the primaries at `cluster_urls` if there are any.
+    pub async fn connect(url: &str, node_urls: &[String], cluster_urls: &[String]) -> Setup {
+        let cluster = if cluster_urls.is_empty() {
+            None
+        } else {
+            let manager = LockManager::builder()
+                .namespace(NAMESPACE)
+                .cluster(cluster_urls)
+                .await
+                .expect("ours on Cluster: cannot connect");
+            Some((manager, Admin::connect(cluster_urls).await))
+        };
         Setup {
+            cluster,
             single: ours_manager(url).await,
             redlock: LockManager::builder()
                 .namespace(NAMESPACE)
@@ -127,6 +144,13 @@ impl Setup {
             ),
             Subject::Raw => (Client::Raw(self.raw.clone()), &self.server),
             Subject::OursRedlock => (Client::ours(&self.redlock, ours_options()), &self.nodes),
+            Subject::OursCluster => {
+                let (manager, primaries) = self
+                    .cluster
+                    .as_ref()
+                    .expect("ours on Cluster runs only when its table is selected");
+                (Client::ours(manager, ours_options()), primaries)
+            }
             Subject::Macro => (
                 Client::Macro(Annotated {
                     locks: self.single.clone(),
