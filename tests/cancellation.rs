@@ -4,7 +4,9 @@
 //! really pending. After each drop no lock may be left behind, and no two
 //! bodies may ever run under the same key at once.
 //!
-//! Runs on one Redis server, on Redlock over three, and in memory.
+//! Runs on one Redis server, on Redlock over three, on a Redis Cluster of
+//! three primaries (each announcing its proxy's port, so the cluster client
+//! too goes through the proxies) and in memory.
 
 mod support;
 
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
-use distributed_lock_testkit::{FaultProxy, RedisServer, RespValue};
+use distributed_lock_testkit::{FaultProxy, RedisCluster, RedisServer, RespValue};
 use support::{drop_after_polls, is_held, lock_value, long, poll_async, PROMPTLY};
 
 /// Latency the proxy adds to every chunk, in each direction.
@@ -32,6 +34,8 @@ struct Setup {
     _proxies: Vec<FaultProxy>,
     /// For the in-memory backend, the only way to look at its table.
     memory: Option<LockManager>,
+    /// For the cluster backend, its nodes.
+    cluster: Option<RedisCluster>,
 }
 
 impl Setup {
@@ -57,6 +61,65 @@ impl Setup {
             servers,
             _proxies: proxies,
             memory: None,
+            cluster: None,
+        }
+    }
+
+    /// A cluster of 3 primaries, each behind a delaying proxy whose port it
+    /// announces (`cluster-announce-port`), so that the slot map and the
+    /// redirections the cluster client follows name the proxies.
+    async fn cluster() -> Setup {
+        let cluster = RedisCluster::builder().replicas_per_primary(0).start();
+        let nodes = cluster.primaries();
+        let proxies: Vec<FaultProxy> = nodes
+            .iter()
+            .map(|node| FaultProxy::start(node.addr()))
+            .collect();
+        for (node, proxy) in nodes.iter().zip(&proxies) {
+            node.command(&[
+                "CONFIG",
+                "SET",
+                "cluster-announce-port",
+                &proxy.port().to_string(),
+            ])
+            .expect("CONFIG SET cluster-announce-port");
+        }
+        let proxy_ports: Vec<String> = proxies.iter().map(|p| p.port().to_string()).collect();
+        let announced = poll_async(Duration::from_secs(10), || async {
+            nodes.iter().all(|node| {
+                let Ok(RespValue::Array(ranges)) = node.command(&["CLUSTER", "SLOTS"]) else {
+                    return false;
+                };
+                ranges.len() == nodes.len()
+                    && ranges.iter().all(|range| match range {
+                        RespValue::Array(fields) => match fields.get(2) {
+                            Some(RespValue::Array(primary)) => primary
+                                .get(1)
+                                .and_then(RespValue::as_integer)
+                                .is_some_and(|port| proxy_ports.contains(&port.to_string())),
+                            _ => false,
+                        },
+                        _ => false,
+                    })
+            })
+        })
+        .await;
+        assert!(announced, "the nodes did not announce their proxies' ports");
+        for proxy in &proxies {
+            proxy.delay(LATENCY);
+        }
+        let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+        let delayed = LockManager::builder()
+            .response_timeout(Duration::from_secs(2))
+            .cluster(&urls)
+            .await
+            .expect("connect through the proxies");
+        Setup {
+            delayed,
+            servers: Vec::new(),
+            _proxies: proxies,
+            memory: None,
+            cluster: Some(cluster),
         }
     }
 
@@ -67,6 +130,7 @@ impl Setup {
             servers: Vec::new(),
             _proxies: Vec::new(),
             memory: Some(manager),
+            cluster: None,
         }
     }
 
@@ -75,6 +139,17 @@ impl Setup {
     async fn lock_exists(&self) -> bool {
         if let Some(memory) = &self.memory {
             return is_held(memory, KEY).await;
+        }
+        if let Some(cluster) = &self.cluster {
+            // The names start with the key's hash tag: match what follows it.
+            return cluster.primaries().iter().any(|node| {
+                [format!("*lock:{KEY}"), format!("*lock-queue:{KEY}")]
+                    .iter()
+                    .any(|pattern| match node.command(&["KEYS", pattern]) {
+                        Ok(RespValue::Array(keys)) => !keys.is_empty(),
+                        other => panic!("KEYS {pattern} replied {other:?}"),
+                    })
+            });
         }
         let queue = format!("lock-queue:{KEY}");
         self.servers.iter().any(|server| {
@@ -261,6 +336,11 @@ async fn single_redis_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
     every_future_at_every_await(Setup::redis(3).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    every_future_at_every_await(Setup::cluster().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
