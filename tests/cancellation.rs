@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{FaultProxy, RedisCluster, RedisServer, RespValue};
-use support::{drop_after_polls, is_held, lock_value, long, poll_async, PROMPTLY};
+use support::{drop_after_polls, is_held, lock_value, long, poll_async, proxied_cluster, PROMPTLY};
 
 /// Latency the proxy adds to every chunk, in each direction.
 const LATENCY: Duration = Duration::from_millis(15);
@@ -65,46 +65,10 @@ impl Setup {
         }
     }
 
-    /// A cluster of 3 primaries, each behind a delaying proxy whose port it
-    /// announces (`cluster-announce-port`), so that the slot map and the
-    /// redirections the cluster client follows name the proxies.
+    /// A cluster of 3 primaries, each behind a delaying proxy (see
+    /// [`proxied_cluster`]).
     async fn cluster() -> Setup {
-        let cluster = RedisCluster::builder().replicas_per_primary(0).start();
-        let nodes = cluster.primaries();
-        let proxies: Vec<FaultProxy> = nodes
-            .iter()
-            .map(|node| FaultProxy::start(node.addr()))
-            .collect();
-        for (node, proxy) in nodes.iter().zip(&proxies) {
-            node.command(&[
-                "CONFIG",
-                "SET",
-                "cluster-announce-port",
-                &proxy.port().to_string(),
-            ])
-            .expect("CONFIG SET cluster-announce-port");
-        }
-        let proxy_ports: Vec<String> = proxies.iter().map(|p| p.port().to_string()).collect();
-        let announced = poll_async(Duration::from_secs(10), || async {
-            nodes.iter().all(|node| {
-                let Ok(RespValue::Array(ranges)) = node.command(&["CLUSTER", "SLOTS"]) else {
-                    return false;
-                };
-                ranges.len() == nodes.len()
-                    && ranges.iter().all(|range| match range {
-                        RespValue::Array(fields) => match fields.get(2) {
-                            Some(RespValue::Array(primary)) => primary
-                                .get(1)
-                                .and_then(RespValue::as_integer)
-                                .is_some_and(|port| proxy_ports.contains(&port.to_string())),
-                            _ => false,
-                        },
-                        _ => false,
-                    })
-            })
-        })
-        .await;
-        assert!(announced, "the nodes did not announce their proxies' ports");
+        let (cluster, proxies) = proxied_cluster().await;
         for proxy in &proxies {
             proxy.delay(LATENCY);
         }

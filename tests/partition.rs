@@ -2,7 +2,7 @@
 //! testkit's [`FaultProxy`]: the holder must stop working before its lease
 //! can have run out on the server, the other side must get the lock once it
 //! has, and fencing tokens must reject the old holder's late writes. Single
-//! Redis and Redlock.
+//! Redis, Redlock and Redis Cluster.
 //!
 //! The partitioned holder `a` reaches Redis only through proxies; the other
 //! side `b` connects directly. Every wait is bounded by a timeout, so a
@@ -18,7 +18,9 @@ use distributed_lock_testkit::{FaultProxy, RedisServer};
 use tokio::sync::oneshot;
 use tokio::time::timeout;
 
-use support::{assert_lease_lost, connect, redlock, FencedStore, StaleWrite, PROMPTLY};
+use support::{
+    assert_lease_lost, connect, proxied_cluster, redlock, FencedStore, StaleWrite, PROMPTLY,
+};
 
 const KEY: &str = "partitioned";
 /// Lease of the partitioned holder: short, so each test takes a few seconds.
@@ -204,6 +206,50 @@ async fn partitioned_single_holder_is_cancelled(fault: Fault) {
     let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || fault.apply(&proxy)).await;
     partitioned.assert_cancelled_before_the_lease_ends();
     assert_taken_over_and_old_token_fenced(&b, &partitioned).await;
+}
+
+/// Partitions a holder on a Redis Cluster from every node with `fault` right
+/// after it acquired. Every client of the cluster goes through the proxies
+/// (see [`proxied_cluster`]), so the other side `b` is cut off too until the
+/// holder has been cancelled; the proxies are restored then.
+async fn partitioned_cluster_holder_is_cancelled(fault: Fault) {
+    let (_cluster, proxies) = proxied_cluster().await;
+    let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let manager = || async {
+        LockManager::builder()
+            .response_timeout(RESPONSE_TIMEOUT)
+            .cluster(&urls)
+            .await
+            .expect("connect through the proxies")
+    };
+    let (a, b) = (manager().await, manager().await);
+
+    let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || {
+        for proxy in &proxies {
+            fault.apply(proxy);
+        }
+    })
+    .await;
+    partitioned.assert_cancelled_before_the_lease_ends();
+    for proxy in &proxies {
+        proxy.restore();
+    }
+    assert_taken_over_and_old_token_fenced(&b, &partitioned).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_cluster_holder_is_cancelled_before_its_lease_ends_when_cut() {
+    partitioned_cluster_holder_is_cancelled(Fault::Cut).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_cluster_holder_is_cancelled_before_its_lease_ends_when_blackholed() {
+    partitioned_cluster_holder_is_cancelled(Fault::Blackhole).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_cluster_holder_is_cancelled_before_its_lease_ends_when_delayed_past_the_ttl() {
+    partitioned_cluster_holder_is_cancelled(Fault::DelayPastTtl).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

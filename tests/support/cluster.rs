@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use distributed_lock::LockManager;
-use distributed_lock_testkit::RedisCluster;
+use distributed_lock_testkit::{FaultProxy, RedisCluster, RespValue};
+
+use super::wait::poll_async;
 
 /// The cluster of the tests that hold it now; started again by the first
 /// test after it was dropped, so its processes never outlive the tests.
@@ -48,4 +50,49 @@ pub async fn cluster_manager(cluster: &RedisCluster, namespace: &str) -> LockMan
         .cluster(cluster.seed_urls())
         .await
         .unwrap_or_else(|err| panic!("cannot connect to the cluster: {err}"))
+}
+
+/// A cluster of 3 primaries without replicas, each behind a [`FaultProxy`]
+/// whose port it announces (`cluster-announce-port`): the slot map and the
+/// redirections a cluster client follows name the proxies, so every client
+/// of the cluster goes through them and their faults. Returns once every
+/// node's `CLUSTER SLOTS` names only proxies.
+pub async fn proxied_cluster() -> (RedisCluster, Vec<FaultProxy>) {
+    let cluster = RedisCluster::builder().replicas_per_primary(0).start();
+    let nodes = cluster.primaries();
+    let proxies: Vec<FaultProxy> = nodes
+        .iter()
+        .map(|node| FaultProxy::start(node.addr()))
+        .collect();
+    for (node, proxy) in nodes.iter().zip(&proxies) {
+        node.command(&[
+            "CONFIG",
+            "SET",
+            "cluster-announce-port",
+            &proxy.port().to_string(),
+        ])
+        .expect("CONFIG SET cluster-announce-port");
+    }
+    let proxy_ports: Vec<i64> = proxies.iter().map(|p| i64::from(p.port())).collect();
+    let announced = poll_async(Duration::from_secs(10), || async {
+        nodes.iter().all(|node| {
+            let Ok(RespValue::Array(ranges)) = node.command(&["CLUSTER", "SLOTS"]) else {
+                return false;
+            };
+            ranges.len() == nodes.len()
+                && ranges.iter().all(|range| match range {
+                    RespValue::Array(fields) => match fields.get(2) {
+                        Some(RespValue::Array(primary)) => primary
+                            .get(1)
+                            .and_then(RespValue::as_integer)
+                            .is_some_and(|port| proxy_ports.contains(&port)),
+                        _ => false,
+                    },
+                    _ => false,
+                })
+        })
+    })
+    .await;
+    assert!(announced, "the nodes did not announce their proxies' ports");
+    (cluster, proxies)
 }
