@@ -425,3 +425,98 @@ async fn unreachable_or_empty_cluster_fails_with_a_typed_error() {
         empty.map(|_| ())
     );
 }
+
+/// Resharding under load: tasks on two managers keep taking and releasing
+/// locks on three keys of one slot until the slot has moved to another
+/// primary and back. No key ever has two holders at once, every error on
+/// the way is a retryable `Connection`, cycles complete while the slot
+/// moves, and every task finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn locks_stay_exclusive_and_waiters_finish_while_their_slot_moves_back_and_forth() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    const TASKS: usize = 6;
+    /// Bound on the cycles of one task, however long the migrations take.
+    const MAX_CYCLES: usize = 20_000;
+    let cluster = RedisCluster::start();
+    let managers = [manager(&cluster).await, manager(&cluster).await];
+    let (_, tag) = key_served_by(&cluster, 0, "busy");
+    let keys: Vec<String> = (0..3).map(|i| format!("busy:{i}:{{{tag}}}")).collect();
+    let holders: Arc<Vec<AtomicUsize>> =
+        Arc::new(keys.iter().map(|_| AtomicUsize::new(0)).collect());
+    let overlap = Arc::new(AtomicBool::new(false));
+    let moving = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let cycles_while_moving = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let locks = managers[task % 2].clone();
+        let (keys, holders, overlap) = (keys.clone(), Arc::clone(&holders), Arc::clone(&overlap));
+        let (moving, done) = (Arc::clone(&moving), Arc::clone(&done));
+        let cycles_while_moving = Arc::clone(&cycles_while_moving);
+        tasks.push(tokio::spawn(async move {
+            for cycle in 0..MAX_CYCLES {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
+                let which = (task + cycle) % keys.len();
+                let guard: LockGuard = until_some(FOLLOW, "a cycle", || async {
+                    locks
+                        .acquire(&keys[which], short_lease().wait(Duration::from_secs(5)))
+                        .await
+                        .map(Some)
+                        .or_else(|err| match err {
+                            LockError::Timeout { .. } => Ok(None),
+                            err => Err(err),
+                        })
+                })
+                .await;
+                if holders[which].fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlap.store(true, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                holders[which].fetch_sub(1, Ordering::SeqCst);
+                match within(guard.release()).await {
+                    Ok(()) | Err(LockError::Connection(_)) => {}
+                    Err(other) => panic!("release during resharding: {other:?}"),
+                }
+                if moving.load(Ordering::SeqCst) {
+                    cycles_while_moving.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    let slot = key_slot(&tag);
+    let (first, second) = (cluster.primaries()[0].port(), cluster.primaries()[1].port());
+    for (from, to) in [(first, second), (second, first)] {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        moving.store(true, Ordering::SeqCst);
+        blocking(|| {
+            let primaries = cluster.primaries();
+            let node = |port: u16| {
+                *primaries
+                    .iter()
+                    .find(|node| node.port() == port)
+                    .expect("a running primary")
+            };
+            cluster.migrate_slot(slot, node(from), node(to));
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    done.store(true, Ordering::SeqCst);
+    assert!(
+        cycles_while_moving.load(Ordering::SeqCst) > 0,
+        "no cycle ran while the slot moved: the test proved nothing"
+    );
+    for task in tasks {
+        tokio::time::timeout(FOLLOW, task)
+            .await
+            .expect("every task completes its cycles")
+            .expect("no task panicked");
+    }
+    assert!(
+        !overlap.load(Ordering::SeqCst),
+        "a key had two holders at once"
+    );
+}
