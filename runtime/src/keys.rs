@@ -4,8 +4,10 @@
 //! For a namespace `base:` (a `:` is added when missing), the lock on user key
 //! `k` is `base:k`, and its internal keys are `base-fence:k` (fencing counter),
 //! `base-queue:k` (waiters in arrival order) and `base-wait:k` (when each
-//! waiter's place expires). Every lock key has `:` right after `base`, every
-//! internal key `-`: no user key, whatever characters it holds, can name an
+//! waiter's place expires). The semaphore on user key `k` keeps its holders
+//! in `base-sem:k`, an internal key too, so a lock and a semaphore of the
+//! same user key never share a name. Every lock key has `:` right after
+//! `base`, every internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. The internal prefixes differ
 //! from each other in their first letter after the `-`, so they cannot
 //! collide among themselves either.
@@ -20,12 +22,28 @@
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
 
-/// The names one lock uses in its backend.
+/// What a [`LockKey`] names: a lock, or the holder set of a semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    /// A lock: `lock` holds the owner token.
+    Lock,
+    /// A counting semaphore: `lock` is its holder set (see
+    /// `backend/scripts/semaphore_acquire.lua`). It has no fencing counter
+    /// and no waiter queue; `fence`, `queue` and `waiters` are the names of
+    /// the lock of the same user key, which no semaphore step touches.
+    Semaphore,
+}
+
+/// The names one lock (or semaphore) uses in its backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LockKey {
+    /// Whether this is a lock or a semaphore; the backends run that kind's
+    /// steps for it (release and renewal included).
+    pub(crate) kind: KeyKind,
     /// The key as the user wrote it, without namespace.
     pub(crate) user: String,
-    /// The key the lock is stored under; also its release channel.
+    /// The key the lock is stored under (a semaphore: its holder set); also
+    /// its release channel.
     pub(crate) lock: String,
     /// The fencing counter, which expires when the key is idle.
     pub(crate) fence: String,
@@ -76,18 +94,34 @@ impl KeySpace {
 
     /// Every name the lock on `user` uses.
     pub(crate) fn key(&self, user: &str) -> LockKey {
-        let base = &self.base;
-        let tag = if self.hash_tagged {
-            format!("{{{}}}", slot_tag(user))
-        } else {
-            String::new()
-        };
+        let (base, tag) = (&self.base, self.tag(user));
         LockKey {
+            kind: KeyKind::Lock,
             user: user.to_owned(),
             lock: format!("{tag}{base}:{user}"),
             fence: format!("{tag}{base}-fence:{user}"),
             queue: format!("{tag}{base}-queue:{user}"),
             waiters: format!("{tag}{base}-wait:{user}"),
+        }
+    }
+
+    /// The names of the semaphore on `user`: its holder set `base-sem:k`, in
+    /// the slot of the lock on `user` when hash-tagged.
+    pub(crate) fn semaphore(&self, user: &str) -> LockKey {
+        let (base, tag) = (&self.base, self.tag(user));
+        LockKey {
+            kind: KeyKind::Semaphore,
+            lock: format!("{tag}{base}-sem:{user}"),
+            ..self.key(user)
+        }
+    }
+
+    /// `{tag}` of `user`'s slot when hash-tagged, else nothing.
+    fn tag(&self, user: &str) -> String {
+        if self.hash_tagged {
+            format!("{{{}}}", slot_tag(user))
+        } else {
+            String::new()
         }
     }
 }
@@ -134,6 +168,11 @@ mod tests {
             ),
             ("app:k", "app-fence:k", "app-queue:k", "app-wait:k")
         );
+        let semaphore = KeySpace::new("app".into()).semaphore("k");
+        assert_eq!(
+            (semaphore.kind, semaphore.lock.as_str()),
+            (KeyKind::Semaphore, "app-sem:k")
+        );
     }
 
     /// User keys whose braces could move a name to another slot if the tag
@@ -178,7 +217,9 @@ mod tests {
             let space = KeySpace::hash_tagged(namespace.into());
             for user in BRACED {
                 let key = space.key(user);
-                let slots = [&key.lock, &key.fence, &key.queue, &key.waiters].map(|n| slot(n));
+                let semaphore = space.semaphore(user).lock;
+                let slots =
+                    [&key.lock, &key.fence, &key.queue, &key.waiters, &semaphore].map(|n| slot(n));
                 assert!(
                     slots.iter().all(|&s| s == slots[0]),
                     "namespace {namespace:?}, user key {user:?}: names in slots {slots:?}"
@@ -206,7 +247,17 @@ mod tests {
     }
 
     fn no_user_key_names_an_internal_key_of(new: fn(String) -> KeySpace) {
-        let namespaces = ["lock", "lock:", "", ":", "lock-fence", "a:b", "x-fence:"];
+        let namespaces = [
+            "lock",
+            "lock:",
+            "",
+            ":",
+            "lock-fence",
+            "a:b",
+            "x-fence:",
+            "lock-sem",
+            "x-sem:",
+        ];
         let users = [
             "",
             "x",
@@ -217,6 +268,8 @@ mod tests {
             "-fence:",
             "-queue:x",
             "-wait:x",
+            "-sem:x",
+            "sem:x",
             "{x}",
             "\u{0}",
             "}lock:x",
@@ -226,10 +279,12 @@ mod tests {
         for namespace in namespaces {
             let space = new(namespace.into());
             let keys: Vec<LockKey> = users.iter().map(|user| space.key(user)).collect();
+            let semaphores: Vec<LockKey> = users.iter().map(|user| space.semaphore(user)).collect();
             let internal: Vec<(&str, &str)> = keys
                 .iter()
-                .flat_map(|key| {
-                    [&key.fence, &key.queue, &key.waiters]
+                .zip(&semaphores)
+                .flat_map(|(key, semaphore)| {
+                    [&key.fence, &key.queue, &key.waiters, &semaphore.lock]
                         .map(|name| (name.as_str(), key.user.as_str()))
                 })
                 .collect();

@@ -30,6 +30,10 @@
 //!    on `release()` or drop.
 //! 7. **Lock scope** (`scope`): the body run under a lock and everything it
 //!    awaits; it owns the lock for re-entrancy and knows its fencing tokens.
+//!
+//! Built on these parts: leader election (`leader`), and counting semaphores
+//! (`semaphore`), whose permits are leases on a set of holders, each renewed
+//! by the watchdog and given back by the guard like a lock.
 
 #![warn(missing_docs)]
 
@@ -45,13 +49,14 @@ mod manager;
 mod options;
 mod pending;
 mod scope;
+mod semaphore;
 mod token;
 mod wait_queue;
 mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::private::{locked, locked_all, locked_or_skipped, Skipped};
+    pub use crate::private::{locked, locked_all, locked_or_skipped, permitted, Skipped};
 }
 mod multi;
 mod private;
@@ -65,3 +70,4 @@ pub use manager::LockManager;
 pub use multi::MultiGuard;
 pub use options::{LockOptions, OnLost};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
+pub use semaphore::{Permit, Semaphore};

@@ -176,6 +176,11 @@ impl LockManager {
         self.inner.keys.key(key)
     }
 
+    /// The names of the semaphore on `key` (see `keys`).
+    pub(crate) fn semaphore_key(&self, key: &str) -> LockKey {
+        self.inner.keys.semaphore(key)
+    }
+
     /// Takes the lock on `key`, waiting up to `options.wait` while someone else
     /// holds it. Waiting is woken by the holder's release (or by its TTL
     /// running out), never by polling.
@@ -529,7 +534,9 @@ impl LockManager {
         Ok((attempt?, sent))
     }
 
-    fn start_lease(
+    /// A lease on `key` (a lock or a semaphore's permit) granted by an
+    /// attempt sent at `requested_at`, watched by this manager's watchdog.
+    pub(crate) fn start_lease(
         &self,
         key: LockKey,
         token: OwnerToken,

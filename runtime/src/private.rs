@@ -91,3 +91,27 @@ where
         None => Err(LockError::NotInstalled.into()),
     }
 }
+
+/// As [`locked`], under one permit of the semaphore of `permits` on `key`
+/// (see `Semaphore::with_permit`).
+pub async fn permitted<F, T, E>(
+    client: Option<LockManager>,
+    key: String,
+    permits: u32,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match client.or_else(installed) {
+        Some(manager) => flatten(
+            manager
+                .semaphore(&key, permits)
+                .with_permit(options, body)
+                .await,
+        ),
+        None => Err(LockError::NotInstalled.into()),
+    }
+}

@@ -1,9 +1,12 @@
 //! The in-process backend: same semantics as Redis (TTL, owner tokens,
 //! fencing, wake-on-release), for unit tests and single-process services.
 //!
+//! Counting semaphores keep their holders, each with its own lease, in a
+//! second table, with the semantics of `semaphore_acquire.lua`.
+//!
 //! Memory stays bounded under any number of distinct keys: like Redis, the
 //! table forgets expired locks and fencing counters idle for longer than
-//! their retention. It is swept once it has doubled since the last sweep
+//! their retention, and semaphores whose every lease ended. It is swept once it has doubled since the last sweep
 //! (and holds at least [`MIN_SWEEP`] entries), so a sweep costs amortised
 //! O(1) per acquisition and the table never exceeds twice its live entries
 //! plus [`MIN_SWEEP`].
@@ -12,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{Attempt, LockKey};
+use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
@@ -44,6 +47,10 @@ struct Table {
     entries: HashMap<String, Entry>,
     /// Entry count at which the next acquisition sweeps the table.
     sweep_at: usize,
+    /// The holders of each semaphore, keyed by its holder set's name.
+    semaphores: HashMap<String, Vec<Held>>,
+    /// Semaphore count at which the next permit taken sweeps `semaphores`.
+    semaphore_sweep_at: usize,
 }
 
 /// Locks kept in this process's memory.
@@ -58,6 +65,8 @@ impl MemoryBackend {
             table: Mutex::new(Table {
                 entries: HashMap::new(),
                 sweep_at: MIN_SWEEP,
+                semaphores: HashMap::new(),
+                semaphore_sweep_at: MIN_SWEEP,
             }),
             queues: Arc::new(WaitQueues::new()),
         }
@@ -119,17 +128,81 @@ impl MemoryBackend {
         Some(entry.fence)
     }
 
-    pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
-        let owned = {
-            let mut table = self.table();
-            let now = Instant::now();
-            match table.entries.get_mut(&key.lock) {
-                Some(entry) if entry.held_by(token, now) => {
-                    entry.holder = None;
-                    true
-                }
-                _ => false,
+    /// A permit of the semaphore `key` for `ttl_ms` if fewer than `permits`
+    /// are held, as `semaphore_acquire.lua` grants them.
+    pub(crate) fn try_permit(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        permits: u32,
+    ) -> PermitAttempt {
+        let now = Instant::now();
+        let expires = deadline(now, Duration::from_millis(ttl_ms));
+        let mut table = self.table();
+        table.sweep_semaphores_if_grown(now);
+        let holders = table.semaphores.entry(key.lock.clone()).or_default();
+        holders.retain(|held| held.expires > now);
+        let held = u32::try_from(holders.len()).unwrap_or(u32::MAX);
+        if let Some(mine) = holders.iter_mut().find(|held| held.token == *token) {
+            mine.expires = expires;
+            return PermitAttempt::Acquired {
+                free: permits.saturating_sub(held),
+            };
+        }
+        if held < permits {
+            holders.push(Held {
+                token: token.clone(),
+                expires,
+            });
+            return PermitAttempt::Acquired {
+                free: permits - held - 1,
+            };
+        }
+        PermitAttempt::Full {
+            retry_in: holders.iter().map(|held| held.expires - now).min(),
+        }
+    }
+
+    /// Removes `token`'s permit of the semaphore `key`; whether it was still held.
+    fn release_permit(&self, key: &LockKey, token: &OwnerToken) -> bool {
+        let now = Instant::now();
+        let mut table = self.table();
+        let Some(holders) = table.semaphores.get_mut(&key.lock) else {
+            return false;
+        };
+        holders.retain(|held| held.expires > now);
+        let before = holders.len();
+        holders.retain(|held| held.token != *token);
+        let released = holders.len() < before;
+        if holders.is_empty() {
+            table.semaphores.remove(&key.lock);
+        }
+        released
+    }
+
+    /// Extends `token`'s permit of the semaphore `key`, if still held.
+    fn renew_permit(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
+        let now = Instant::now();
+        let mut table = self.table();
+        let mine = table
+            .semaphores
+            .get_mut(&key.lock)
+            .and_then(|holders| holders.iter_mut().find(|held| held.token == *token))
+            .filter(|held| held.expires > now);
+        match mine {
+            Some(held) => {
+                held.expires = deadline(now, Duration::from_millis(ttl_ms));
+                true
             }
+            None => false,
+        }
+    }
+
+    pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
+        let owned = match key.kind {
+            KeyKind::Lock => self.unlock_lock(key, token),
+            KeyKind::Semaphore => self.release_permit(key, token),
         };
         if owned {
             self.queues.wake_one(&key.lock);
@@ -137,7 +210,23 @@ impl MemoryBackend {
         owned
     }
 
+    /// Frees the lock `key` if `token` holds it; whether it did.
+    fn unlock_lock(&self, key: &LockKey, token: &OwnerToken) -> bool {
+        let mut table = self.table();
+        let now = Instant::now();
+        match table.entries.get_mut(&key.lock) {
+            Some(entry) if entry.held_by(token, now) => {
+                entry.holder = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn renew(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
+        if key.kind == KeyKind::Semaphore {
+            return self.renew_permit(key, token, ttl_ms);
+        }
         let now = Instant::now();
         let mut table = self.table();
         match table.entries.get_mut(&key.lock) {
@@ -178,6 +267,17 @@ impl Table {
         }
         self.entries.retain(|_, entry| !entry.idle(now));
         self.sweep_at = self.entries.len().saturating_mul(2).max(MIN_SWEEP);
+    }
+
+    /// As [`sweep_if_grown`](Self::sweep_if_grown), for semaphores: forgets
+    /// those whose every lease ended.
+    fn sweep_semaphores_if_grown(&mut self, now: Instant) {
+        if self.semaphores.len() < self.semaphore_sweep_at {
+            return;
+        }
+        self.semaphores
+            .retain(|_, holders| holders.iter().any(|held| held.expires > now));
+        self.semaphore_sweep_at = self.semaphores.len().saturating_mul(2).max(MIN_SWEEP);
     }
 }
 

@@ -1,6 +1,9 @@
 //! Where locks live. Every backend offers the same steps (try, release,
 //! renew, issue a fencing token, wait for a release), so guards, watchdog and
-//! the macro never need to know which one they talk to.
+//! the macro never need to know which one they talk to. Counting semaphores
+//! add one step, taking a permit ([`Backend::try_permit`]); a permit is
+//! released and renewed by the same steps as a lock, which run the
+//! semaphore's scripts for a key of [`KeyKind::Semaphore`].
 
 mod commands;
 mod connection;
@@ -10,6 +13,7 @@ mod notify;
 mod redis;
 mod redlock;
 mod scripts;
+mod semaphore;
 mod sentinel;
 mod switches;
 mod tls;
@@ -20,10 +24,11 @@ pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
+pub(crate) use self::semaphore::PermitAttempt;
 pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
-pub(crate) use crate::keys::LockKey;
+pub(crate) use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
@@ -82,7 +87,26 @@ impl Backend {
         }
     }
 
+    /// One atomic attempt to take a permit of the semaphore `key` (of
+    /// [`KeyKind::Semaphore`]) for `ttl_ms`, if fewer than `permits` are held.
+    /// Redlock refuses with `InvalidOptions`.
+    pub(crate) async fn try_permit(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        permits: u32,
+    ) -> Result<PermitAttempt, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.try_permit(key, token, ttl_ms, permits).await,
+            Backend::Memory(memory) => Ok(memory.try_permit(key, token, ttl_ms, permits)),
+            Backend::Redlock(_) => Err(RedlockBackend::refuse_semaphore(key)),
+            Backend::Sentinel(sentinel) => sentinel.try_permit(key, token, ttl_ms, permits).await,
+        }
+    }
+
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
+    /// For a semaphore: gives the permit back.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
@@ -96,7 +120,8 @@ impl Backend {
         }
     }
 
-    /// Extends the lease if `token` still owns the lock; `Ok(false)` if it was no longer ours.
+    /// Extends the lease if `token` still owns the lock (or the permit of a
+    /// semaphore); `Ok(false)` if it was no longer ours.
     pub(crate) async fn renew(
         &self,
         key: &LockKey,

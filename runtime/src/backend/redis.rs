@@ -20,8 +20,9 @@ use super::commands::{
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::notify::Notifications;
+use super::semaphore::{acquire_permit, release_permit, renew_permit};
 use super::tls::TlsConfig;
-use super::{Attempt, LockKey};
+use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
@@ -205,21 +206,34 @@ impl RedisBackend {
         self.target.sharded_pubsub()
     }
 
+    /// One attempt to take a permit of the semaphore `key`. An attempt
+    /// whose answer was lost is undone in the background, as for a lock.
+    pub(crate) async fn try_permit(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        permits: u32,
+    ) -> Result<PermitAttempt, LockError> {
+        let reply = acquire_permit(&mut self.commands.clone(), key, token, ttl_ms, permits).await;
+        reply.map_err(|err| {
+            let err = lock_error(err);
+            if matches!(err, LockError::Connection(_)) {
+                self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
+            }
+            err
+        })
+    }
+
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
         let sharded = self.target.sharded_pubsub();
-        release(
-            &mut self.commands.clone(),
-            key,
-            token,
-            GRANT_WINDOW,
-            sharded,
-        )
-        .await
-        .map_err(lock_error)
+        release_any(&mut self.commands.clone(), key, token, sharded)
+            .await
+            .map_err(lock_error)
     }
 
     pub(crate) async fn renew(
@@ -228,9 +242,12 @@ impl RedisBackend {
         token: &OwnerToken,
         ttl_ms: u64,
     ) -> Result<bool, LockError> {
-        renew(&mut self.commands.clone(), key, token, ttl_ms)
-            .await
-            .map_err(lock_error)
+        let connection = &mut self.commands.clone();
+        match key.kind {
+            KeyKind::Lock => renew(connection, key, token, ttl_ms).await,
+            KeyKind::Semaphore => renew_permit(connection, key, token, ttl_ms).await,
+        }
+        .map_err(lock_error)
     }
 
     pub(crate) async fn fence(
@@ -261,7 +278,7 @@ impl RedisBackend {
         let (key, token) = (key.clone(), token.clone());
         let sharded = self.target.sharded_pubsub();
         runtime.spawn(async move {
-            let release = release(&mut connection, &key, &token, GRANT_WINDOW, sharded);
+            let release = release_any(&mut connection, &key, &token, sharded);
             let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
         });
     }
@@ -272,6 +289,20 @@ impl RedisBackend {
 
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(&key.lock, 1).await
+    }
+}
+
+/// Releases the lock (handing it to the first queued waiter for
+/// [`GRANT_WINDOW`]) or, for a semaphore, gives the permit back.
+async fn release_any(
+    connection: &mut Commands,
+    key: &LockKey,
+    token: &OwnerToken,
+    sharded: bool,
+) -> Result<bool, RedisError> {
+    match key.kind {
+        KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
+        KeyKind::Semaphore => release_permit(connection, key, token, sharded).await,
     }
 }
 

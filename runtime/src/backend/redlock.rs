@@ -75,6 +75,12 @@
 //! `LockOptions::min_replicas` is refused with `InvalidOptions`: Redlock nodes
 //! are independent masters that must not fail over, and the quorum, not
 //! replication, is what keeps a lock through the loss of a node.
+//!
+//! # Semaphores
+//! Refused with `InvalidOptions`: each node counts its own holders, and
+//! permits granted by quorums do not bound the holders at N. With N = 2 on
+//! three nodes, A can win nodes 1 and 2, B nodes 2 and 3, C nodes 1 and 3:
+//! no node holds more than two permits, yet three holders have a quorum.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -140,6 +146,14 @@ struct Tally {
 }
 
 impl RedlockBackend {
+    /// The refusal of every semaphore step (see the module's documentation).
+    pub(crate) fn refuse_semaphore(key: &LockKey) -> LockError {
+        LockError::InvalidOptions(format!(
+            "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
+            key.user
+        ))
+    }
+
     /// Connects to every node at once. Fails with `InvalidUrl` for a bad URL,
     /// `InvalidOptions` for no URL, an even number of them or one server
     /// listed twice, and `Connection` when fewer than a quorum can be reached;

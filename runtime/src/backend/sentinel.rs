@@ -34,7 +34,7 @@ use super::connection::RedisConfig;
 use super::discovery::Sentinels;
 use super::switches::{self, Manager};
 use super::tls::TlsConfig;
-use super::{Attempt, LockKey, RedisBackend};
+use super::{Attempt, LockKey, PermitAttempt, RedisBackend};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
@@ -116,6 +116,21 @@ impl SentinelBackend {
         let result = current
             .primary
             .try_lock(key, token, ttl_ms, replicas, queue_for)
+            .await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn try_permit(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        permits: u32,
+    ) -> Result<PermitAttempt, LockError> {
+        let current = self.shared.current();
+        let result = current
+            .primary
+            .try_permit(key, token, ttl_ms, permits)
             .await;
         self.checked(&current, result)
     }

@@ -2,8 +2,8 @@
 //! command is one script, one round trip (the uncontended acquisition is a
 //! plain `SET NX PX`). Hashed once per process; sent by EVALSHA with an EVAL
 //! fallback on NOSCRIPT. `prelude.lua` holds the functions the scripts share
-//! (the server clock, the waiter queue); it is prepended to each that uses
-//! them.
+//! (the server clock, the waiter queue, a semaphore's expired leases); it is
+//! prepended to each that uses them.
 
 use once_cell::sync::Lazy;
 use redis::Script;
@@ -29,6 +29,22 @@ pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("r
 pub(crate) static FENCE_FLOOR: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("fence_floor.lua")));
 
+/// One permit of a counting semaphore, if fewer than N are held; see
+/// `semaphore_acquire.lua`.
+pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("semaphore_acquire.lua")));
+/// Compare-and-extend of one permit's lease; see `semaphore_renew.lua`.
+pub(crate) static SEMAPHORE_RENEW: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("semaphore_renew.lua")));
+/// Compare-and-remove of one permit, plus PUBLISH; see `semaphore_release.lua`.
+pub(crate) static SEMAPHORE_RELEASE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("semaphore_release.lua")));
+/// `semaphore_release.lua` for Redis Cluster: the message goes out on the
+/// holder set's sharded channel (`SPUBLISH`), as `RELEASE_SHARDED`'s does.
+pub(crate) static SEMAPHORE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&include_str!("semaphore_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
+
 /// A script made of the shared functions followed by `body`.
 fn with_prelude(body: &str) -> Script {
     Script::new(&[include_str!("prelude.lua"), body].concat())
@@ -42,6 +58,15 @@ mod tests {
         let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
         assert_eq!(plain.matches("'PUBLISH'").count(), 2);
         assert_eq!(sharded.matches("'SPUBLISH'").count(), 2);
+        assert!(!sharded.contains("'PUBLISH'"));
+    }
+
+    #[test]
+    fn the_sharded_semaphore_release_publishes_only_on_sharded_channels() {
+        let plain = include_str!("semaphore_release.lua");
+        let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
+        assert_eq!(plain.matches("'PUBLISH'").count(), 1);
+        assert_eq!(sharded.matches("'SPUBLISH'").count(), 1);
         assert!(!sharded.contains("'PUBLISH'"));
     }
 }

@@ -1,5 +1,6 @@
--- Functions shared by acquire.lua, release.lua and fence.lua; prepended to
--- each of them when it is built, so each still runs as one atomic script.
+-- Functions shared by acquire.lua, release.lua, fence.lua and the semaphore
+-- scripts; prepended to each of them when it is built, so each still runs as
+-- one atomic script.
 
 -- The server's time in microseconds.
 local function clock_us()
@@ -33,3 +34,20 @@ local function leave_queue(queue_key, waiters_key, token)
   redis.call('HDEL', waiters_key, token)
 end
 
+-- Drops the members of a semaphore's holder set whose lease has ended (their
+-- score, the expiry in server ms, is not after now), so that a crashed
+-- holder's permit comes back when its lease ends. Returns now in ms.
+local function drop_expired_permits(holders_key)
+  local now_ms = math.floor(clock_us() / 1000)
+  redis.call('ZREMRANGEBYSCORE', holders_key, '-inf', now_ms)
+  return now_ms
+end
+
+-- Sets the holder set to expire with its last lease, so an idle semaphore
+-- leaves nothing behind.
+local function expire_with_last_permit(holders_key)
+  local last = redis.call('ZRANGE', holders_key, -1, -1, 'WITHSCORES')[2]
+  if last then
+    redis.call('PEXPIREAT', holders_key, last)
+  end
+end

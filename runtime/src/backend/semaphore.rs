@@ -1,0 +1,99 @@
+//! The steps of a counting semaphore on one Redis server (or one Cluster
+//! slot), each one script and one round trip; and how their replies read.
+//!
+//! A semaphore lives in one sorted set, its holder set: owner token -> when
+//! that holder's lease ends, in server milliseconds. Every script first
+//! drops the members whose lease ended, so a crashed holder's permit comes
+//! back when its lease ends, and the set expires with its last lease. The
+//! number of permits is not stored: each acquisition passes its own. The
+//! release script publishes on the set's name, as a lock's release does on
+//! the lock key, so waiters reuse the release notifications (`notify`).
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::RedisError;
+
+use super::scripts;
+use super::LockKey;
+use crate::token::OwnerToken;
+
+/// The outcome of one attempt to take a permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitAttempt {
+    /// The permit is ours; `free` permits were left after it.
+    Acquired { free: u32 },
+    /// Every permit is held; the earliest lease ends in about `retry_in`.
+    Full { retry_in: Option<Duration> },
+}
+
+impl PermitAttempt {
+    /// Reads the `{granted, value}` reply of `semaphore_acquire.lua`.
+    pub(super) fn from_reply(granted: i64, value: i64) -> Self {
+        if granted == 1 {
+            PermitAttempt::Acquired {
+                free: u32::try_from(value).unwrap_or(0),
+            }
+        } else {
+            PermitAttempt::Full {
+                retry_in: u64::try_from(value).ok().map(Duration::from_millis),
+            }
+        }
+    }
+}
+
+/// Runs `semaphore_acquire.lua` once: a permit of `key` for `ttl_ms`, if
+/// fewer than `permits` are held.
+pub(super) async fn acquire_permit(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+    permits: u32,
+) -> Result<PermitAttempt, RedisError> {
+    let (granted, value): (i64, i64) = scripts::SEMAPHORE_ACQUIRE
+        .key(&key.lock)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .arg(permits)
+        .invoke_async(connection)
+        .await?;
+    Ok(PermitAttempt::from_reply(granted, value))
+}
+
+/// Runs `semaphore_renew.lua` once: whether our permit's lease was extended.
+pub(super) async fn renew_permit(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<bool, RedisError> {
+    let renewed: i64 = scripts::SEMAPHORE_RENEW
+        .key(&key.lock)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .invoke_async(connection)
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// Runs `semaphore_release.lua` once: whether our permit was given back.
+/// `sharded`: the release message goes out by SPUBLISH (Redis Cluster).
+pub(super) async fn release_permit(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    sharded: bool,
+) -> Result<bool, RedisError> {
+    let script = if sharded {
+        &*scripts::SEMAPHORE_RELEASE_SHARDED
+    } else {
+        &*scripts::SEMAPHORE_RELEASE
+    };
+    let released: i64 = script
+        .key(&key.lock)
+        .arg(token.as_str())
+        .invoke_async(connection)
+        .await?;
+    Ok(released == 1)
+}
