@@ -51,6 +51,15 @@ use proc_macro::TokenStream;
 ///   duplicates taken once), so calls naming the same keys in any order
 ///   never deadlock; the body is cancelled when any lease is lost. Each key
 ///   is a template as for `key`.
+/// - `permits = 8` (with `key`): run the body under one of this many permits
+///   of the key's counting semaphore instead of its lock, so that at most 8
+///   calls, in every process, run at once (see `distributed_lock::Semaphore`:
+///   each permit has its own lease, renewed like a lock's; a smaller number
+///   than the current holders makes new calls wait, it revokes nobody). A
+///   whole number, at least 1. Not re-entrant: a nested call of the same
+///   semaphore fails at once with `LockError::AlreadyHeld`. `keys`,
+///   `on_busy`, `hold_at_least`, `fenced`, `reentrant` and `min_replicas` do
+///   not go with it.
 /// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
 ///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
 ///   `"1m30s"`.

@@ -108,18 +108,25 @@ fn rewrite(
     // The call is spanned at the return type: an error type without
     // `From<LockError>` is reported there.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
-    let (entry, key_type) = match (options.on_busy, options.several) {
-        (_, true) => (
+    let (entry, key_type) = match (options.on_busy, options.several, options.permits) {
+        (_, true, _) => (
             quote!(locked_all),
             quote!(::std::vec::Vec<::std::string::String>),
         ),
-        (OnBusy::Wait, false) => (quote!(locked), quote!(::std::string::String)),
-        (OnBusy::Skip, false) => (quote!(locked_or_skipped), quote!(::std::string::String)),
+        (_, false, Some(_)) => (quote!(permitted), quote!(::std::string::String)),
+        (OnBusy::Wait, false, None) => (quote!(locked), quote!(::std::string::String)),
+        (OnBusy::Skip, false, None) => (quote!(locked_or_skipped), quote!(::std::string::String)),
     };
+    // `permitted` takes the number of permits after the key.
+    let permits = options.permits.map(|permits| {
+        let permits = Literal::u32_unsuffixed(permits);
+        quote!(#permits,)
+    });
     let call = quote_spanned! {return_span=>
         #krate_at_return::__private::#entry(
             #manager_var,
             #key_var,
+            #permits
             #lock_options,
             async move { #statements },
         )

@@ -27,12 +27,39 @@ const CLIENT: &str = "client";
 const MIN_REPLICAS: &str = "min_replicas";
 const REPLICA_TIMEOUT: &str = "replica_timeout";
 const ALLOW_OPEN_TRANSACTION: &str = "allow_open_transaction";
+const PERMITS: &str = "permits";
+
+/// The options that do not go with `permits`, and why.
+const NOT_WITH_PERMITS: [(&str, &str); 6] = [
+    (
+        KEYS,
+        "a semaphore has one key; write `key = \"...\"` with `permits`",
+    ),
+    (
+        ON_BUSY,
+        "a call waits up to `wait` for a permit, then fails with `LockError::Timeout`",
+    ),
+    (
+        HOLD_AT_LEAST,
+        "a permit is given back as soon as the body ends",
+    ),
+    (FENCED, "permits carry no fencing token"),
+    (
+        REENTRANT,
+        "a permit is never re-entrant (a nested call of the same semaphore fails at once with `LockError::AlreadyHeld`)",
+    ),
+    (
+        MIN_REPLICAS,
+        "permits are not replicated before the body runs",
+    ),
+];
 
 /// Every option of the attribute.
 const SPEC: Spec = Spec {
     options: &[
         KEY,
         KEYS,
+        PERMITS,
         TTL,
         WAIT,
         RENEW,
@@ -58,6 +85,9 @@ pub(crate) struct Options {
     /// Whether they came as `keys = [...]` (every one is locked, all or
     /// nothing) rather than `key = "..."`.
     pub(crate) several: bool,
+    /// `permits = N`: the body runs under one of N permits of the key's
+    /// semaphore instead of its lock.
+    pub(crate) permits: Option<u32>,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) renew: Option<bool>,
@@ -101,6 +131,15 @@ pub(crate) enum OnLost {
 /// pairs.
 pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options> {
     let mut args = Args::parse(tokens, &SPEC, errors)?;
+    if args.name_of(PERMITS).is_some() {
+        for (option, why) in NOT_WITH_PERMITS {
+            if let Some(name) = args.name_of(option) {
+                let message = format!("`{option}` cannot be used with `{PERMITS}`: {why}");
+                errors.push(syn::Error::new(name.span(), message));
+            }
+        }
+    }
+    let permits = read(&mut args, PERMITS, permit_count, errors);
     let (keys, several) = match (args.take(KEY), args.take(KEYS)) {
         (Some(key), None) => (
             errors
@@ -152,6 +191,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     Some(Options {
         keys: keys?,
         several,
+        permits,
         ttl_ms: ttl.map(|(ms, _)| ms),
         wait_ms: wait.map(|(ms, _)| ms),
         renew,
@@ -252,6 +292,31 @@ fn replica_count(value: &Expr) -> syn::Result<u32> {
         );
         syn::Error::new_spanned(value, message)
     })
+}
+
+/// `permits = N`: a whole number of permits, at least 1.
+fn permit_count(value: &Expr, option: &str) -> syn::Result<u32> {
+    let count = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(count),
+            ..
+        }) => count.base10_parse::<u32>().ok(),
+        _ => None,
+    };
+    match count {
+        Some(0) => {
+            let message =
+                format!("`{option}` must be at least 1: a semaphore of 0 permits admits nobody");
+            Err(syn::Error::new_spanned(value, message))
+        }
+        Some(count) => Ok(count),
+        None => {
+            let message = format!(
+                "`{option}` takes a whole number of holders allowed at once, at least 1, e.g. `{option} = 8`"
+            );
+            Err(syn::Error::new_spanned(value, message))
+        }
+    }
 }
 
 /// A duration such as `"30s"`, in milliseconds, with the span of its literal;

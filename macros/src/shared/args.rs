@@ -97,6 +97,14 @@ impl Args {
         Some(Args(args))
     }
 
+    /// The name, as written, of the argument that sets `option`, if given.
+    pub(crate) fn name_of(&self, option: &str) -> Option<&Ident> {
+        self.0
+            .iter()
+            .find(|(name, _)| *name == option)
+            .map(|(_, arg)| &arg.name)
+    }
+
     /// Removes and returns the argument that sets `option`, if given.
     pub(crate) fn take(&mut self, option: &str) -> Option<Arg> {
         let position = self.0.iter().position(|(name, _)| *name == option)?;
