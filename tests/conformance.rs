@@ -134,7 +134,7 @@ async fn owner_tokens_are_128_bit_hex_and_unique_per_acquisition(h: Harness) {
             let token = guard.token().to_owned();
             assert!(
                 is_owner_token(&token),
-                "token {token:?} is not 32 lowercase hex digits"
+                "token {token:?} does not start with 32 lowercase hex digits and `|`"
             );
             assert!(
                 seen.insert(token.clone()),

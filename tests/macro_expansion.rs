@@ -78,6 +78,8 @@ mod shim {
         pub on_lost: Option<OnLost>,
         /// Replicas and timeout; `None`: the runtime's default timeout.
         pub min_replicas: Option<(u32, Option<Duration>)>,
+        /// What the lock records as its label.
+        pub label: Option<String>,
     }
 
     impl LockOptions {
@@ -117,6 +119,12 @@ mod shim {
         pub fn min_replicas(self, replicas: u32, timeout: Duration) -> Self {
             LockOptions {
                 min_replicas: Some((replicas, Some(timeout))),
+                ..self
+            }
+        }
+        pub fn label(self, label: impl Into<String>) -> Self {
+            LockOptions {
+                label: Some(label.into()),
                 ..self
             }
         }
@@ -337,8 +345,11 @@ async fn options_not_written_are_left_to_the_runtimes_defaults() {
     assert_eq!(call.manager, None, "no manager: the installed one");
     assert_eq!(
         call.options,
-        shim::LockOptions::default(),
-        "no setter called"
+        shim::LockOptions {
+            label: Some("macro_expansion::defaults".to_owned()),
+            ..shim::LockOptions::default()
+        },
+        "no setter called but the label: the function's path"
     );
 }
 
@@ -355,6 +366,7 @@ async fn only_the_options_written_reach_the_runtime() {
         shim::LockOptions {
             wait: Some(Duration::from_secs(2)),
             reentrant: Some(false),
+            label: Some("macro_expansion::some_options".to_owned()),
             ..shim::LockOptions::default()
         }
     );
@@ -407,6 +419,7 @@ async fn every_option_reaches_the_runtime() {
             reentrant: Some(false),
             on_lost: Some(OnLost::Continue),
             min_replicas: Some((1, Some(Duration::from_millis(50)))),
+            label: Some("macro_expansion::every_option".to_owned()),
         }
     );
 }

@@ -51,7 +51,8 @@ impl LockGuard {
         &self.lease.key.user
     }
 
-    /// This holder's owner token: 128 random bits, as 32 hex digits.
+    /// This holder's owner token: 128 random bits as 32 hex digits, then
+    /// `|` and who holds the lock (see [`Holder`](crate::Holder)).
     pub fn token(&self) -> &str {
         self.lease.token.as_str()
     }

@@ -126,6 +126,37 @@ impl KeySpace {
     }
 }
 
+impl KeySpace {
+    /// A Redis glob matching the lock keys whose user keys match the glob
+    /// `user_pattern` (the namespace's own glob characters escaped).
+    pub(crate) fn scan_pattern(&self, user_pattern: &str) -> String {
+        let mut pattern = String::new();
+        if self.hash_tagged {
+            pattern.push_str("{*}");
+        }
+        for c in self.namespace.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str(user_pattern);
+        pattern
+    }
+
+    /// The user key of the lock key `name`, if `name` is one of this key
+    /// space's lock keys (not an internal key, not another namespace's).
+    pub(crate) fn user_key_of<'a>(&self, name: &'a str) -> Option<&'a str> {
+        let name = if self.hash_tagged {
+            let (_, rest) = name.strip_prefix('{')?.split_once('}')?;
+            rest
+        } else {
+            name
+        };
+        name.strip_prefix(self.namespace.as_str())
+    }
+}
+
 /// What decides the hash slot of `user`'s lock: the key's own hash tag, by
 /// Redis's rule (between the first `{` and the next `}`, if not empty), or
 /// else the FNV-1a hash of the whole key in 16 hex digits.
@@ -202,6 +233,28 @@ mod tests {
             })
         });
         crc % 16384
+    }
+
+    #[test]
+    fn lock_keys_give_back_their_user_keys_and_internal_keys_none() {
+        for space in [
+            KeySpace::new("app".into()),
+            KeySpace::hash_tagged("app".into()),
+        ] {
+            for user in BRACED {
+                let key = space.key(user);
+                assert_eq!(space.user_key_of(&key.lock), Some(user));
+                for internal in [&key.fence, &key.queue, &key.waiters] {
+                    assert_eq!(space.user_key_of(internal), None, "{internal}");
+                }
+            }
+            assert_eq!(space.user_key_of("other:x"), None);
+        }
+        assert_eq!(KeySpace::new("a*b".into()).scan_pattern("k*"), "a\\*b:k*");
+        assert_eq!(
+            KeySpace::hash_tagged("lock".into()).scan_pattern("*"),
+            "{*}lock:*"
+        );
     }
 
     #[test]

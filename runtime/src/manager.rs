@@ -10,7 +10,7 @@ use crate::keys::{KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
-use crate::token::OwnerToken;
+use crate::token::{Identity, OwnerToken};
 use crate::wait_queue::Wake;
 use crate::watchdog::RenewalTimer;
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
@@ -44,12 +44,14 @@ struct ManagerInner {
     backend: Arc<Backend>,
     keys: KeySpace,
     renewals: Arc<RenewalTimer>,
+    /// Written into every owner token this manager issues.
+    identity: Identity,
 }
 
 impl LockManager {
     /// A manager over `backend` whose keys live under `namespace` (a `:` is
     /// added when missing; see `LockManagerBuilder::namespace`).
-    pub(crate) fn new(backend: Backend, namespace: String) -> LockManager {
+    pub(crate) fn new(backend: Backend, namespace: String, identity: Identity) -> LockManager {
         let keys = if backend.needs_hash_tags() {
             KeySpace::hash_tagged(namespace)
         } else {
@@ -60,6 +62,7 @@ impl LockManager {
                 backend: Arc::new(backend),
                 keys,
                 renewals: Arc::default(),
+                identity,
             }),
         }
     }
@@ -172,7 +175,17 @@ impl LockManager {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    fn lock_key(&self, key: &str) -> LockKey {
+    /// The key space of this manager's locks.
+    pub(crate) fn key_space(&self) -> &KeySpace {
+        &self.inner.keys
+    }
+
+    /// Who this manager is, as its owner tokens say.
+    pub(crate) fn identity(&self) -> &Identity {
+        &self.inner.identity
+    }
+
+    pub(crate) fn lock_key(&self, key: &str) -> LockKey {
         self.inner.keys.key(key)
     }
 
@@ -305,7 +318,7 @@ impl LockManager {
             tracing::debug!(key, "lock re-entered by its own scope");
             return Ok(Some(LockGuard::reentered(lease)));
         }
-        let token = OwnerToken::generate();
+        let token = OwnerToken::issue(&self.inner.identity, ttl_ms, options.label.as_deref());
         let request = Request {
             key: &lock_key,
             token: &token,

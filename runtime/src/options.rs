@@ -31,6 +31,7 @@ pub struct LockOptions {
     pub(crate) min_replicas: Option<ReplicaRequirement>,
     pub(crate) fenced: bool,
     pub(crate) hold_at_least: Option<Duration>,
+    pub(crate) label: Option<std::sync::Arc<str>>,
 }
 
 /// What the caller asked of replicas; the default timeout is resolved
@@ -64,6 +65,7 @@ impl Default for LockOptions {
             min_replicas: None,
             fenced: false,
             hold_at_least: None,
+            label: None,
         }
     }
 }
@@ -72,6 +74,15 @@ impl LockOptions {
     /// The defaults: ttl 30 s, no waiting, renewal on, re-entrant, cancel on loss.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A name for this acquisition, recorded with the lock so that operators
+    /// see who holds it and why (see `LockManager::inspect`): e.g. the
+    /// calling function's path, which the attribute gives by default. Cut to
+    /// 200 bytes; control characters become `_`.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into().into());
+        self
     }
 
     /// Lease length. The lock always has this TTL in Redis; the watchdog extends it

@@ -227,7 +227,7 @@ impl Semaphore {
                 key: self.key.clone(),
             });
         }
-        let token = OwnerToken::generate();
+        let token = OwnerToken::issue(self.manager.identity(), ttl_ms, options.label.as_deref());
         let request = Request {
             key: &key,
             token: &token,

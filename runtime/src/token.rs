@@ -1,31 +1,64 @@
 //! Owner tokens: who holds a lock.
+//!
+//! A token is 128 random bits (what makes it unguessable) followed by who
+//! took the lock, so that anyone who reads a lock key in Redis can tell its
+//! holder without another key or round trip:
+//!
+//! ```text
+//! 3f9c…e1|1764833000123|30000|4242|web-7|orders-api|shop::buy
+//! random  acquired (ms)  ttl   pid  host manager    label
+//! ```
+//!
+//! Fields are separated by `|`; the host and manager name have `|` and
+//! control characters replaced by `_` and are cut to 64 bytes, the label
+//! (last, so it may hold `|`) to 200 bytes. Every script compares tokens as
+//! whole strings, so the identity part changes nothing in how locks work.
 
 use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A 128-bit owner token drawn from the operating system's CSPRNG.
+/// Longest host or manager name kept in a token, in bytes.
+const NAME_LIMIT: usize = 64;
+/// Longest label kept in a token, in bytes.
+const LABEL_LIMIT: usize = 200;
+
+/// The owner token of one acquisition.
 ///
 /// One is made per acquisition, so no two holders (even in one process) share
 /// one, and no other client can guess it to free our lock.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub(crate) struct OwnerToken([u8; 32]);
+pub(crate) struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
-    /// Draws a fresh token. Panics only if the OS random source is broken.
+    /// A token with 128 fresh random bits and no identity (for tests).
+    #[cfg(test)]
     pub(crate) fn generate() -> Self {
-        let mut raw = [0u8; 16];
-        getrandom::fill(&mut raw).expect("the operating system's random source failed");
-        let mut hex = [0u8; 32];
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        for (i, byte) in raw.iter().enumerate() {
-            hex[2 * i] = DIGITS[usize::from(byte >> 4)];
-            hex[2 * i + 1] = DIGITS[usize::from(byte & 0x0f)];
-        }
-        OwnerToken(hex)
+        OwnerToken(random_hex().into())
     }
 
-    /// The token as 32 lowercase hex digits, as stored in Redis.
+    /// A token for an acquisition by `identity`'s manager with lease `ttl_ms`
+    /// and `label`, taken now. Panics only if the OS random source is broken.
+    pub(crate) fn issue(identity: &Identity, ttl_ms: u64, label: Option<&str>) -> Self {
+        let acquired_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        let label = clean(label.unwrap_or(""), LABEL_LIMIT, false);
+        OwnerToken(
+            format!(
+                "{}|{acquired_ms}|{ttl_ms}|{}|{}|{}|{label}",
+                random_hex(),
+                identity.pid,
+                identity.host,
+                identity.name
+            )
+            .into(),
+        )
+    }
+
+    /// The token as stored in Redis.
     pub(crate) fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+        &self.0
     }
 }
 
@@ -41,16 +74,160 @@ impl fmt::Debug for OwnerToken {
     }
 }
 
+/// Who a manager is, as every token it issues says: its name, host and
+/// process id.
+#[derive(Debug, Clone)]
+pub(crate) struct Identity {
+    name: String,
+    host: String,
+    pid: u32,
+}
+
+impl Identity {
+    /// This process on this host, under `name` (default: `host:pid`).
+    pub(crate) fn of_this_process(name: Option<&str>) -> Self {
+        let host = clean(&host_name(), NAME_LIMIT, true);
+        let pid = std::process::id();
+        let name = match name {
+            Some(name) => clean(name, NAME_LIMIT, true),
+            None => format!("{host}:{pid}"),
+        };
+        Identity { name, host, pid }
+    }
+
+    /// The manager's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Who holds (or waits for) a lock, as its owner token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The name of the holder's manager (`LockManagerBuilder::name`, by
+    /// default `host:pid`).
+    pub manager: String,
+    /// The host the holder runs on.
+    pub host: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// The acquisition's label (`LockOptions::label`; the annotated
+    /// function's path under the attribute), if it had one.
+    pub label: Option<String>,
+    /// When the holder took the lock, by its own clock.
+    pub acquired_at: SystemTime,
+    /// The lease the holder asked for; each renewal extends the lock to it.
+    pub ttl: Duration,
+}
+
+impl Holder {
+    /// Reads the identity part of `token`; `None` for a token without one
+    /// (written by another client, or by a version before identities).
+    pub(crate) fn from_token(token: &str) -> Option<Holder> {
+        let mut fields = token.splitn(7, '|');
+        let random = fields.next()?;
+        if random.len() != 32 || !random.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let acquired_ms: u64 = fields.next()?.parse().ok()?;
+        let ttl_ms: u64 = fields.next()?.parse().ok()?;
+        let pid = fields.next()?.parse().ok()?;
+        let host = fields.next()?.to_owned();
+        let manager = fields.next()?.to_owned();
+        let label = fields.next()?;
+        Some(Holder {
+            manager,
+            host,
+            pid,
+            label: (!label.is_empty()).then(|| label.to_owned()),
+            acquired_at: UNIX_EPOCH + Duration::from_millis(acquired_ms),
+            ttl: Duration::from_millis(ttl_ms),
+        })
+    }
+}
+
+/// 128 random bits from the operating system's CSPRNG as 32 lowercase hex digits.
+fn random_hex() -> String {
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).expect("the operating system's random source failed");
+    raw.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// `text` with control characters (and `|` when `is_field`, which a later
+/// field follows) replaced by `_`, cut to at most `limit` bytes on a
+/// character boundary.
+fn clean(text: &str, limit: usize, is_field: bool) -> String {
+    let mut cleaned = String::with_capacity(text.len().min(limit));
+    for c in text.chars() {
+        let c = if c.is_control() || (is_field && c == '|') {
+            '_'
+        } else {
+            c
+        };
+        if cleaned.len() + c.len_utf8() > limit {
+            break;
+        }
+        cleaned.push(c);
+    }
+    cleaned
+}
+
+/// The host's name: the kernel's, else `$HOSTNAME`, else `unknown-host`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_32_hex_digits_and_distinct() {
-        let a = OwnerToken::generate();
-        let b = OwnerToken::generate();
-        assert_eq!(a.as_str().len(), 32);
-        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+    fn tokens_start_with_32_hex_digits_and_are_distinct() {
+        let identity = Identity::of_this_process(None);
+        let a = OwnerToken::issue(&identity, 1_000, None);
+        let b = OwnerToken::issue(&identity, 1_000, None);
+        let random = &a.as_str()[..32];
+        assert!(random.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(a.as_str().as_bytes()[32], b'|');
         assert_ne!(a, b);
+        assert_eq!(OwnerToken::generate().as_str().len(), 32);
+    }
+
+    #[test]
+    fn a_token_names_its_holder() {
+        let identity = Identity::of_this_process(Some("orders-api"));
+        let token = OwnerToken::issue(&identity, 30_000, Some("shop::buy|v2"));
+        let holder = Holder::from_token(token.as_str()).expect("identity");
+        assert_eq!(holder.manager, "orders-api");
+        assert_eq!(holder.pid, std::process::id());
+        assert_eq!(holder.label.as_deref(), Some("shop::buy|v2"));
+        assert_eq!(holder.ttl, Duration::from_secs(30));
+        let age = SystemTime::now()
+            .duration_since(holder.acquired_at)
+            .expect("acquired in the past");
+        assert!(age < Duration::from_secs(5), "{age:?}");
+    }
+
+    #[test]
+    fn names_cannot_break_the_layout_and_are_bounded() {
+        let identity = Identity::of_this_process(Some("a|b\nc"));
+        assert_eq!(identity.name(), "a_b_c");
+        let long = "é".repeat(500);
+        let token = OwnerToken::issue(&Identity::of_this_process(Some(&long)), 1, Some(&long));
+        let holder = Holder::from_token(token.as_str()).expect("identity");
+        assert!(holder.manager.len() <= NAME_LIMIT);
+        assert!(holder.label.unwrap().len() <= LABEL_LIMIT);
+    }
+
+    #[test]
+    fn a_token_without_identity_names_nobody() {
+        assert_eq!(Holder::from_token(OwnerToken::generate().as_str()), None);
+        assert_eq!(Holder::from_token("not a token"), None);
+        assert_eq!(Holder::from_token(""), None);
     }
 }

@@ -27,12 +27,15 @@ pub fn assert_not_replicated<T: std::fmt::Debug>(result: Result<T, LockError>, k
     }
 }
 
-/// Whether `token` looks like an owner token: 32 lowercase hex digits.
+/// Whether `token` looks like an owner token: 32 lowercase hex digits (128
+/// random bits), then `|` and who holds the lock.
 pub fn is_owner_token(token: &str) -> bool {
-    token.len() == 32
-        && token
+    let (random, identity) = token.split_at(token.len().min(32));
+    random.len() == 32
+        && random
             .bytes()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        && identity.starts_with('|')
 }
 
 /// Whether `guard`'s lease is still certainly valid now: a second holder at

@@ -101,7 +101,7 @@ fn rewrite(
         },
         None => quote!(::core::option::Option::None),
     };
-    let lock_options = lock_options(options, &krate_here);
+    let lock_options = lock_options(options, &krate_here, &sig.ident.to_string());
 
     let return_span = return_type.span();
     let statements = crate::shared::body::statements(&block, return_type, &return_var);
@@ -144,14 +144,17 @@ fn rewrite(
     }
 }
 
-/// `LockOptions::new()` with a setter for each option the user wrote, and
-/// only those: the defaults are the runtime's.
-fn lock_options(options: &Options, krate: &TokenStream) -> TokenStream {
+/// `LockOptions::new()` labelled with the function's path (`module::name`,
+/// which the lock records for operators), with a setter for each option the
+/// user wrote, and only those: the defaults are the runtime's.
+fn lock_options(options: &Options, krate: &TokenStream, function: &str) -> TokenStream {
     let millis = |ms: u64| {
         let ms = Literal::u64_unsuffixed(ms);
         quote!(::core::time::Duration::from_millis(#ms))
     };
-    let mut setters = TokenStream::new();
+    let mut setters = quote! {
+        .label(::core::concat!(::core::module_path!(), "::", #function))
+    };
     if let Some(ttl) = options.ttl_ms {
         let ttl = millis(ttl);
         setters.extend(quote!(.ttl(#ttl)));

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::admin::{Evicted, LockState};
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
@@ -242,6 +243,66 @@ impl MemoryBackend {
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.queues.waiters(&key.lock)
+    }
+
+    /// The holder, remaining lease and fencing counter of `key` (waiters
+    /// queue only in this process: see `local_waiters`).
+    pub(crate) fn inspect(&self, key: &LockKey) -> LockState {
+        let now = Instant::now();
+        let table = self.table();
+        let Some(entry) = table.entries.get(&key.lock) else {
+            return LockState::default();
+        };
+        let held = table.held(&key.lock, now);
+        LockState {
+            holder: held.map(|held| held.token.as_str().to_owned()),
+            remaining: held.map(|held| held.expires - now),
+            fence: (entry.fence > 0).then_some(entry.fence),
+            ..LockState::default()
+        }
+    }
+
+    /// Frees `key` whoever holds it, raises its fencing counter as `fence`
+    /// issues tokens, and wakes its waiters.
+    pub(crate) fn force_release(&self, key: &LockKey) -> Evicted {
+        let now = Instant::now();
+        let evicted = {
+            let mut table = self.table();
+            let holder = table
+                .held(&key.lock, now)
+                .map(|held| held.token.as_str().to_owned());
+            let entry = table
+                .entries
+                .entry(key.lock.clone())
+                .or_insert_with(|| Entry {
+                    holder: None,
+                    fence: 0,
+                    retained_until: now,
+                });
+            entry.holder = None;
+            entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
+            entry.retained_until = deadline(now, MIN_RETENTION);
+            Evicted {
+                holder,
+                fence: entry.fence,
+            }
+        };
+        self.queues.wake_all(&key.lock);
+        evicted
+    }
+
+    /// The lock keys held now.
+    pub(crate) fn held_keys(&self) -> Vec<String> {
+        let now = Instant::now();
+        let table = self.table();
+        let mut keys: Vec<String> = table
+            .entries
+            .keys()
+            .filter(|lock| table.held(lock, now).is_some())
+            .cloned()
+            .collect();
+        keys.sort_unstable();
+        keys
     }
 
     pub(crate) fn watch(&self, key: &LockKey) -> WaitTicket {

@@ -5,6 +5,7 @@
 //! released and renewed by the same steps as a lock, which run the
 //! semaphore's scripts for a key of [`KeyKind::Semaphore`].
 
+mod admin;
 mod commands;
 mod connection;
 mod discovery;
@@ -20,6 +21,7 @@ mod tls;
 
 use std::time::Duration;
 
+pub(crate) use self::admin::{Evicted, LockState, MOST_WAITERS_SHOWN};
 pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
@@ -173,6 +175,38 @@ impl Backend {
             Backend::Memory(memory) => memory.local_waiters(key),
             Backend::Redlock(redlock) => redlock.local_waiters(key),
             Backend::Sentinel(sentinel) => sentinel.local_waiters(key),
+        }
+    }
+
+    /// What the backend holds for `key` now, for operators.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.inspect(key).await,
+            Backend::Memory(memory) => Ok(memory.inspect(key)),
+            Backend::Redlock(redlock) => redlock.inspect(key).await,
+            Backend::Sentinel(sentinel) => sentinel.inspect(key).await,
+        }
+    }
+
+    /// Frees `key` whoever holds it and raises its fencing counter above
+    /// every token issued before; waiters are woken.
+    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.force_release(key).await,
+            Backend::Memory(memory) => Ok(memory.force_release(key)),
+            Backend::Redlock(redlock) => redlock.force_release(key).await,
+            Backend::Sentinel(sentinel) => sentinel.force_release(key).await,
+        }
+    }
+
+    /// Backend keys matching the glob `pattern` (the in-memory backend
+    /// returns every held lock key: the caller filters).
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.scan(pattern).await,
+            Backend::Memory(memory) => Ok(memory.held_keys()),
+            Backend::Redlock(redlock) => redlock.scan(pattern).await,
+            Backend::Sentinel(sentinel) => sentinel.scan(pattern).await,
         }
     }
 

@@ -12,9 +12,12 @@
 
 use std::time::Duration;
 
-use redis::{Client, ErrorKind, RedisError, ServerErrorKind};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
+use super::admin::{self, Evicted, LockState};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
@@ -283,6 +286,55 @@ impl RedisBackend {
         });
     }
 
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        admin::inspect(&mut self.commands.clone(), key)
+            .await
+            .map_err(lock_error)
+    }
+
+    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        let sharded = self.target.sharded_pubsub();
+        admin::force_release(&mut self.commands.clone(), key, sharded)
+            .await
+            .map_err(lock_error)
+    }
+
+    /// The keys matching the glob `pattern` on the server, or on every
+    /// primary of a cluster.
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let mut found = Vec::new();
+        match &self.commands {
+            Commands::Server(connection) => {
+                let connection = connection.clone();
+                found = admin::scan(pattern, |command| {
+                    let mut connection = connection.clone();
+                    async move { command.query_async(&mut connection).await }
+                })
+                .await
+                .map_err(lock_error)?;
+            }
+            Commands::Cluster(connection) => {
+                for (host, port) in cluster_primaries(connection.clone()).await? {
+                    let keys = admin::scan(pattern, |command| {
+                        let mut connection = connection.clone();
+                        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                            host: host.clone(),
+                            port,
+                        });
+                        async move {
+                            let reply = connection.route_command(command, route).await?;
+                            redis::from_redis_value(reply).map_err(RedisError::from)
+                        }
+                    })
+                    .await
+                    .map_err(lock_error)?;
+                    found.extend(keys);
+                }
+            }
+        }
+        Ok(found)
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.notifications.local_waiters(&key.lock)
     }
@@ -304,6 +356,41 @@ async fn release_any(
         KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
         KeyKind::Semaphore => release_permit(connection, key, token, sharded).await,
     }
+}
+
+/// The addresses of a cluster's primaries, from `CLUSTER SLOTS` (a
+/// primary serving several ranges is named once).
+async fn cluster_primaries(
+    mut connection: ClusterConnection,
+) -> Result<Vec<(String, u16)>, LockError> {
+    let reply = connection
+        .route_command(
+            redis::cmd("CLUSTER").arg("SLOTS").clone(),
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        )
+        .await
+        .map_err(lock_error)?;
+    let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)
+        .map_err(|err| LockError::Server(format!("CLUSTER SLOTS: {err}")))?;
+    let mut primaries: Vec<(String, u16)> = ranges
+        .into_iter()
+        .filter_map(|range| {
+            let node = range.into_iter().nth(2)?;
+            let (host, port): (String, u16) = match node {
+                Value::Array(fields) => {
+                    let mut fields = fields.into_iter();
+                    let host = redis::from_redis_value(fields.next()?).ok()?;
+                    let port = redis::from_redis_value(fields.next()?).ok()?;
+                    (host, port)
+                }
+                _ => return None,
+            };
+            Some((host, port))
+        })
+        .collect();
+    primaries.sort_unstable();
+    primaries.dedup();
+    Ok(primaries)
 }
 
 /// A replicated acquisition that got no answer within `limit`.

@@ -90,6 +90,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
+use super::admin::{self, Evicted, LockState};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
 use super::notify::Notifications;
@@ -406,6 +407,130 @@ impl RedlockBackend {
             )));
         }
         Ok(Some(fence))
+    }
+
+    /// The lock as a quorum of nodes sees it: the holder whose token a
+    /// quorum holds (none otherwise), the least time it has left on those
+    /// nodes, and the highest fencing counter of any node. Fails unless a
+    /// quorum answered.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let mut states = Vec::new();
+        let mut failed = Vec::new();
+        self.on_every_node(
+            self.response_timeout,
+            |mut node| async move { admin::inspect(&mut node, key).await },
+            |index, reply| {
+                match reply {
+                    Ok(state) => states.push(state),
+                    Err(err) => failed.push((index, err)),
+                }
+                false
+            },
+        )
+        .await;
+        if states.len() < self.quorum {
+            return Err(self.unreachable("too few Redlock nodes answered the inspection", failed));
+        }
+        let holder = states
+            .iter()
+            .filter_map(|state| state.holder.as_ref())
+            .find(|token| {
+                states
+                    .iter()
+                    .filter(|state| state.holder.as_ref() == Some(*token))
+                    .count()
+                    >= self.quorum
+            })
+            .cloned();
+        let remaining = holder.as_ref().and_then(|token| {
+            states
+                .iter()
+                .filter(|state| state.holder.as_ref() == Some(token))
+                .filter_map(|state| state.remaining)
+                .min()
+        });
+        Ok(LockState {
+            holder,
+            remaining,
+            fence: states.iter().filter_map(|state| state.fence).max(),
+            ..LockState::default()
+        })
+    }
+
+    /// Frees the lock on every node whoever holds it and raises every
+    /// node's fencing counter; fails unless a quorum did. The evicted holder
+    /// is the one a quorum of nodes named; the counter the highest.
+    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        let mut evictions = Vec::new();
+        let mut failed = Vec::new();
+        self.on_every_node(
+            self.response_timeout,
+            |mut node| async move { admin::force_release(&mut node, key, false).await },
+            |index, reply| {
+                match reply {
+                    Ok(evicted) => evictions.push(evicted),
+                    Err(err) => failed.push((index, err)),
+                }
+                false
+            },
+        )
+        .await;
+        if evictions.len() < self.quorum {
+            return Err(self.unreachable("too few Redlock nodes took the forced release", failed));
+        }
+        let holder = evictions
+            .iter()
+            .filter_map(|evicted| evicted.holder.as_ref())
+            .find(|token| {
+                evictions
+                    .iter()
+                    .filter(|evicted| evicted.holder.as_ref() == Some(*token))
+                    .count()
+                    >= self.quorum
+            })
+            .cloned();
+        let fence = evictions
+            .iter()
+            .map(|evicted| evicted.fence)
+            .max()
+            .unwrap_or(0);
+        Ok(Evicted { holder, fence })
+    }
+
+    /// The keys matching `pattern` on any node that answers; fails unless a
+    /// quorum answered. A node's whole scan (many round trips) is bounded
+    /// by 100 response timeouts.
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let mut found = Vec::new();
+        let mut answered = 0;
+        let mut failed = Vec::new();
+        self.on_every_node(
+            self.response_timeout.saturating_mul(100),
+            |node| async move {
+                admin::scan(pattern, |command| {
+                    let mut node = node.clone();
+                    async move { command.query_async(&mut node).await }
+                })
+                .await
+            },
+            |index, reply| {
+                match reply {
+                    Ok(keys) => {
+                        answered += 1;
+                        found.extend(keys);
+                    }
+                    Err(err) => failed.push((index, err)),
+                }
+                false
+            },
+        )
+        .await;
+        if answered < self.quorum {
+            return Err(self.unreachable("too few Redlock nodes answered the scan", failed));
+        }
+        found.sort_unstable();
+        found.dedup();
+        Ok(found)
     }
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {

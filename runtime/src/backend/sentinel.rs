@@ -30,6 +30,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::admin::{Evicted, LockState};
 use super::connection::RedisConfig;
 use super::discovery::Sentinels;
 use super::switches::{self, Manager};
@@ -164,6 +165,24 @@ impl SentinelBackend {
     ) -> Result<Option<u64>, LockError> {
         let current = self.shared.current();
         let result = current.primary.fence(key, token, ttl_ms).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.inspect(key).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.force_release(key).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.scan(pattern).await;
         self.checked(&current, result)
     }
 

@@ -19,6 +19,16 @@ pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!
 /// instead of crossing the whole cluster.
 pub(crate) static RELEASE_SHARDED: Lazy<Script> =
     Lazy::new(|| with_prelude(&include_str!("release.lua").replace("'PUBLISH'", "'SPUBLISH'")));
+/// What one lock looks like, read in one step for operators; see `inspect.lua`.
+pub(crate) static INSPECT: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("inspect.lua")));
+/// Free a lock whoever holds it and raise its fencing counter; see
+/// `force_release.lua`.
+pub(crate) static FORCE_RELEASE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("force_release.lua")));
+/// `force_release.lua` for Redis Cluster: its message goes out by SPUBLISH.
+pub(crate) static FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&include_str!("force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
 /// A fencing token above every earlier one of the key, also after a restart
 /// from stale data, for the current holder only; see `fence.lua`.
 pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));

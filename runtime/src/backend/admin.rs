@@ -1,0 +1,129 @@
+//! Operators' steps on one Redis server (or one cluster node): read a lock's
+//! state, free it whoever holds it, and find lock keys. Each is one script or
+//! command per round trip; `SCAN` walks the keyspace in bounded batches.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::RedisError;
+
+use super::commands::fence_retention_ms;
+use super::scripts;
+use super::LockKey;
+
+/// Most queued waiters an inspection returns (the count covers all).
+pub(crate) const MOST_WAITERS_SHOWN: usize = 100;
+/// Keys `SCAN` is asked to look at per round trip.
+const SCAN_BATCH: usize = 1000;
+/// Most `SCAN` round trips on one node: 10 million keys looked at.
+const MOST_SCAN_ROUNDS: usize = 10_000;
+
+/// What a backend holds for one lock now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LockState {
+    /// The holder's owner token, if the lock is held.
+    pub(crate) holder: Option<String>,
+    /// How long the lock has left, if held.
+    pub(crate) remaining: Option<Duration>,
+    /// The last fencing token issued (or the value a forced release raised
+    /// the counter to), while the counter is retained.
+    pub(crate) fence: Option<u64>,
+    /// Owner tokens of the waiters queued in the backend, in arrival order
+    /// (at most [`MOST_WAITERS_SHOWN`]).
+    pub(crate) queued: Vec<String>,
+    /// How many waiters are queued in the backend.
+    pub(crate) queued_count: usize,
+}
+
+/// What a forced release did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Evicted {
+    /// The owner token of the holder it evicted, if there was one.
+    pub(crate) holder: Option<String>,
+    /// The fencing counter after the release: above every token issued
+    /// before it.
+    pub(crate) fence: u64,
+}
+
+/// Runs `inspect.lua` for `key`.
+pub(super) async fn inspect(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+) -> Result<LockState, RedisError> {
+    let (holder, pttl, fence, queued, queued_count): (String, i64, String, Vec<String>, i64) =
+        scripts::INSPECT
+            .key(&key.lock)
+            .key(&key.fence)
+            .key(&key.queue)
+            .key(&key.waiters)
+            .arg(MOST_WAITERS_SHOWN)
+            .invoke_async(connection)
+            .await?;
+    let held = !holder.is_empty();
+    Ok(LockState {
+        holder: held.then_some(holder),
+        remaining: u64::try_from(pttl)
+            .ok()
+            .filter(|_| held)
+            .map(Duration::from_millis),
+        fence: fence.parse().ok(),
+        queued,
+        queued_count: usize::try_from(queued_count).unwrap_or(0),
+    })
+}
+
+/// Runs `force_release.lua` for `key`; `sharded`: its message goes out by
+/// SPUBLISH (Redis Cluster).
+pub(super) async fn force_release(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    sharded: bool,
+) -> Result<Evicted, RedisError> {
+    let script = if sharded {
+        &*scripts::FORCE_RELEASE_SHARDED
+    } else {
+        &*scripts::FORCE_RELEASE
+    };
+    // The counter is kept as long as for the longest lease it could fence:
+    // unknown here, so for the 10-minute floor of fence.lua's retention.
+    let (holder, fence): (String, String) = script
+        .key(&key.lock)
+        .key(&key.fence)
+        .arg(fence_retention_ms(0))
+        .invoke_async(connection)
+        .await?;
+    Ok(Evicted {
+        holder: (!holder.is_empty()).then_some(holder),
+        fence: fence.parse().unwrap_or(0),
+    })
+}
+
+/// The keys of one node matching the glob `pattern`, by `SCAN` (never
+/// `KEYS`, which blocks the server): at most [`MOST_SCAN_ROUNDS`] round
+/// trips of [`SCAN_BATCH`] keys each. `send` runs one `SCAN` on the node.
+pub(super) async fn scan<F, Fut>(pattern: &str, mut send: F) -> Result<Vec<String>, RedisError>
+where
+    F: FnMut(redis::Cmd) -> Fut,
+    Fut: std::future::Future<Output = Result<(u64, Vec<String>), RedisError>>,
+{
+    let mut found = Vec::new();
+    let mut cursor = 0u64;
+    for _ in 0..MOST_SCAN_ROUNDS {
+        let mut command = redis::cmd("SCAN");
+        command
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_BATCH);
+        let (next, keys) = send(command).await?;
+        found.extend(keys);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    found.sort_unstable();
+    found.dedup();
+    Ok(found)
+}

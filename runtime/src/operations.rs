@@ -1,0 +1,237 @@
+//! What operators ask of a lock in production: who holds it, since when and
+//! until when, who waits; which locks are held; and, as a last resort,
+//! freeing one whoever holds it, with the evicted holder fenced off.
+
+use std::time::Duration;
+
+use crate::backend::MOST_WAITERS_SHOWN;
+use crate::token::Holder;
+use crate::{LockError, LockManager};
+
+/// Most user keys [`LockManager::list`] returns.
+const MOST_LISTED: usize = 10_000;
+
+/// One lock as the backend holds it now; see [`LockManager::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The key, without namespace.
+    pub key: String,
+    /// Whether someone holds the lock now.
+    pub held: bool,
+    /// Who holds it, as its owner token says; `None` when it is free or was
+    /// taken by a client that records no identity.
+    pub holder: Option<Holder>,
+    /// How long the holder's lease has left in the backend, if held.
+    pub remaining: Option<Duration>,
+    /// The key's fencing counter: the last fencing token issued (or the
+    /// value a forced release raised it to), while the backend keeps it.
+    pub fencing_counter: Option<u64>,
+    /// Waiters queued in the backend, in arrival order (single server,
+    /// Sentinel, Cluster; at most 100 shown, see `queued_count`); those of
+    /// clients that record no identity are left out.
+    pub queued: Vec<Holder>,
+    /// How many waiters are queued in the backend.
+    pub queued_count: usize,
+    /// How many of this process's tasks wait for the lock now.
+    pub local_waiters: usize,
+}
+
+/// What [`LockManager::force_release`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForcedRelease {
+    /// The key, without namespace.
+    pub key: String,
+    /// Whether someone held the lock.
+    pub was_held: bool,
+    /// Who held it, if its token named them.
+    pub evicted: Option<Holder>,
+    /// The key's fencing counter after the release: above every fencing
+    /// token issued before it. Storage that has seen this value (or any
+    /// later holder's token) rejects the evicted holder's writes.
+    pub fencing_counter: u64,
+}
+
+impl LockManager {
+    /// The name this manager records as its locks' holder (see
+    /// `LockManagerBuilder::name`).
+    pub fn name(&self) -> &str {
+        self.identity().name()
+    }
+
+    /// The lock on `key` as the backend holds it now: holder (manager name,
+    /// host, pid, label, when it was acquired, its ttl), remaining lease,
+    /// fencing counter and waiters. One round trip (Redlock: one to every
+    /// node; the holder is the one a quorum names). Reads only.
+    pub async fn inspect(&self, key: &str) -> Result<LockInfo, LockError> {
+        let lock_key = self.lock_key(key);
+        let state = self.backend().inspect(&lock_key).await?;
+        let queued = state
+            .queued
+            .iter()
+            .take(MOST_WAITERS_SHOWN)
+            .filter_map(|token| Holder::from_token(token))
+            .collect();
+        Ok(LockInfo {
+            key: key.to_owned(),
+            held: state.holder.is_some(),
+            holder: state.holder.as_deref().and_then(Holder::from_token),
+            remaining: state.remaining,
+            fencing_counter: state.fence,
+            queued,
+            queued_count: state.queued_count,
+            local_waiters: self.backend().local_waiters(&lock_key),
+        })
+    }
+
+    /// The keys (without namespace) of the locks held now whose key matches
+    /// the glob `pattern` (`*`, `?`, `[abc]`, `[a-z]`, `[^a]`, `\` escapes;
+    /// `*` lists all), sorted, at most 10 000. Walks the keyspace with
+    /// `SCAN`, never `KEYS`, on the server, every Redlock node or every
+    /// cluster primary; a lock that is taken or freed meanwhile may or may
+    /// not be listed.
+    pub async fn list(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let keys = self.key_space();
+        let names = self.backend().scan(&keys.scan_pattern(pattern)).await?;
+        let mut users: Vec<String> = names
+            .iter()
+            .filter_map(|name| keys.user_key_of(name))
+            .filter(|user| glob_match(pattern.as_bytes(), user.as_bytes()))
+            .map(str::to_owned)
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        users.truncate(MOST_LISTED);
+        Ok(users)
+    }
+
+    /// Frees the lock on `key` whoever holds it: for operators, when a
+    /// holder is stuck and its lease keeps being renewed. The fencing
+    /// counter is raised above every token issued so far (and returned), so
+    /// the evicted holder's later writes are rejected by fenced storage; its
+    /// next renewal fails and its body is cancelled as for any lost lease.
+    /// Waiters are woken and the lock goes to the next of them. Logged at
+    /// warn.
+    pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
+        let evicted = self.backend().force_release(&self.lock_key(key)).await?;
+        let holder = evicted.holder.as_deref().and_then(Holder::from_token);
+        tracing::warn!(
+            key,
+            was_held = evicted.holder.is_some(),
+            evicted_manager = holder.as_ref().map(|holder| holder.manager.as_str()),
+            evicted_pid = holder.as_ref().map(|holder| holder.pid),
+            fencing_counter = evicted.fence,
+            "lock released by force"
+        );
+        Ok(ForcedRelease {
+            key: key.to_owned(),
+            was_held: evicted.holder.is_some(),
+            evicted: holder,
+            fencing_counter: evicted.fence,
+        })
+    }
+}
+
+/// Whether `text` matches the glob `pattern`, as Redis matches keys: `*` any
+/// run, `?` any one byte, `[...]` a set (ranges `a-z`, `^` negates), `\`
+/// quotes the next byte.
+fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    // Where to resume after the last `*`: (pattern index after it, text index).
+    let mut star: Option<(usize, usize)> = None;
+    let (mut p, mut t) = (0, 0);
+    while t < text.len() {
+        let step = match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p + 1, t));
+                p += 1;
+                continue;
+            }
+            Some(b'?') => Some(p + 1),
+            Some(b'[') => match_set(pattern, p, text[t]),
+            Some(b'\\') if p + 1 < pattern.len() => (pattern[p + 1] == text[t]).then_some(p + 2),
+            Some(&byte) => (byte == text[t]).then_some(p + 1),
+            None => None,
+        };
+        match (step, star) {
+            (Some(next), _) => {
+                p = next;
+                t += 1;
+            }
+            (None, Some((after_star, from))) => {
+                p = after_star;
+                t = from + 1;
+                star = Some((after_star, from + 1));
+            }
+            (None, None) => return false,
+        }
+    }
+    pattern[p..].iter().all(|&byte| byte == b'*')
+}
+
+/// Matches `byte` against the set starting at `pattern[open]` (a `[`):
+/// the index after the set's `]` if it matches, `None` if not. A set with
+/// no closing `]` runs to the end of the pattern.
+fn match_set(pattern: &[u8], open: usize, byte: u8) -> Option<usize> {
+    let mut i = open + 1;
+    let negated = pattern.get(i) == Some(&b'^');
+    if negated {
+        i += 1;
+    }
+    let mut matched = false;
+    while i < pattern.len() && pattern[i] != b']' {
+        let low = if pattern[i] == b'\\' && i + 1 < pattern.len() {
+            i += 1;
+            pattern[i]
+        } else {
+            pattern[i]
+        };
+        if pattern.get(i + 1) == Some(&b'-') && i + 2 < pattern.len() && pattern[i + 2] != b']' {
+            let high = pattern[i + 2];
+            matched |= (low.min(high)..=low.max(high)).contains(&byte);
+            i += 3;
+        } else {
+            matched |= low == byte;
+            i += 1;
+        }
+    }
+    (matched != negated).then_some((i + 1).min(pattern.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    fn matches(pattern: &str, text: &str) -> bool {
+        glob_match(pattern.as_bytes(), text.as_bytes())
+    }
+
+    #[test]
+    fn globs_match_as_redis_matches_keys() {
+        assert!(matches("*", ""));
+        assert!(matches("*", "stock:42"));
+        assert!(matches("stock:*", "stock:42"));
+        assert!(!matches("stock:*", "order:42"));
+        assert!(matches("stock:?2", "stock:42"));
+        assert!(!matches("stock:?", "stock:42"));
+        assert!(matches("*:4*", "stock:42"));
+        assert!(matches("s[tx]ock:*", "stock:1"));
+        assert!(!matches("s[^t]ock:*", "stock:1"));
+        assert!(matches("k[0-9]", "k7"));
+        assert!(!matches("k[0-9]", "ka"));
+        assert!(matches("a\\*b", "a*b"));
+        assert!(!matches("a\\*b", "axb"));
+        assert!(matches("a*b*c", "aXbYbZc"));
+        assert!(!matches("a*b*c", "aXbYbZ"));
+        assert!(matches("{x}*", "{x}y"));
+    }
+
+    #[test]
+    fn odd_patterns_never_panic() {
+        for pattern in ["[", "[^", "\\", "[a-", "[]", "***", "?*?", "[\\]]"] {
+            for text in ["", "a", "]", "-", "\\"] {
+                let _ = matches(pattern, text);
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! Operators' view of locks, against real servers (one server, Redlock over
+//! three, a Redis Cluster) and in memory: `inspect` names the holder
+//! (manager name, host, pid, label, acquisition time, ttl) and the queued
+//! waiters, `list` finds held locks by glob with `SCAN`, and `force_release`
+//! frees a lock whoever holds it, cancels the evicted holder's body, hands
+//! the lock to a waiter and raises the fencing counter above the evicted
+//! holder's token.
+//!
+//! Every loop and wait is bounded.
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
+use distributed_lock_testkit::RedisServer;
+use support::{cluster_namespace, long, shared_cluster, within, NO_HANG, PROMPTLY};
+
+/// Two managers on one backend, named so that `inspect` can tell them apart.
+struct Pair {
+    holder: LockManager,
+    operator: LockManager,
+    /// Whether waiters queue in the backend (single server, Cluster).
+    queues: bool,
+    _server: Vec<RedisServer>,
+    _cluster: Option<std::sync::Arc<distributed_lock_testkit::RedisCluster>>,
+}
+
+impl Pair {
+    async fn redis() -> Pair {
+        let server = RedisServer::start();
+        let named = |name: &'static str| {
+            let url = server.url();
+            async move {
+                LockManager::builder()
+                    .name(name)
+                    .connect(&url)
+                    .await
+                    .expect("connect")
+            }
+        };
+        Pair {
+            holder: named("orders-api").await,
+            operator: named("operator").await,
+            queues: true,
+            _server: vec![server],
+            _cluster: None,
+        }
+    }
+
+    async fn redlock() -> Pair {
+        let nodes = RedisServer::start_independent(3);
+        let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+        let named = |name: &'static str| {
+            let urls = urls.clone();
+            async move {
+                LockManager::builder()
+                    .name(name)
+                    .redlock(urls)
+                    .await
+                    .expect("connect")
+            }
+        };
+        Pair {
+            holder: named("orders-api").await,
+            operator: named("operator").await,
+            queues: false,
+            _server: nodes,
+            _cluster: None,
+        }
+    }
+
+    async fn cluster() -> Pair {
+        let cluster = shared_cluster();
+        let namespace = cluster_namespace();
+        let named = |name: &'static str| {
+            let (urls, namespace) = (cluster.seed_urls(), namespace.clone());
+            async move {
+                LockManager::builder()
+                    .name(name)
+                    .namespace(namespace)
+                    .cluster(urls)
+                    .await
+                    .expect("connect")
+            }
+        };
+        Pair {
+            holder: named("orders-api").await,
+            operator: named("operator").await,
+            queues: true,
+            _server: Vec::new(),
+            _cluster: Some(cluster),
+        }
+    }
+
+    fn memory() -> Pair {
+        let manager = LockManager::builder().name("orders-api").in_memory();
+        Pair {
+            holder: manager.clone(),
+            operator: manager,
+            queues: false,
+            _server: Vec::new(),
+            _cluster: None,
+        }
+    }
+}
+
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Pair::redis().await).await;
+                }
+            )*
+        }
+        mod redlock {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Pair::redlock().await).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Pair::cluster().await).await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Pair::memory()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    inspect_names_the_holder_and_its_lease,
+    inspect_shows_queued_waiters_where_the_backend_queues_them,
+    list_finds_held_locks_by_glob_and_nothing_else,
+    force_release_evicts_fences_off_and_hands_over,
+    the_attribute_labels_its_locks_with_the_functions_path,
+);
+
+async fn inspect_names_the_holder_and_its_lease(pair: Pair) {
+    let free = within(pair.operator.inspect("stock:42")).await.unwrap();
+    assert!(!free.held && free.holder.is_none() && free.remaining.is_none());
+
+    let ttl = Duration::from_secs(20);
+    let before = SystemTime::now() - Duration::from_secs(1);
+    let guard = within(pair.holder.acquire(
+        "stock:42",
+        LockOptions::new().ttl(ttl).label("shop::buy").fenced(true),
+    ))
+    .await
+    .unwrap();
+    let token = guard.fencing_token().await.unwrap();
+    let info = within(pair.operator.inspect("stock:42")).await.unwrap();
+    assert!(info.held);
+    let holder = info.holder.expect("the holder is named");
+    assert_eq!(holder.manager, "orders-api");
+    assert_eq!(holder.pid, std::process::id());
+    assert_eq!(holder.label.as_deref(), Some("shop::buy"));
+    assert_eq!(holder.ttl, ttl);
+    assert!(holder.acquired_at >= before && holder.acquired_at <= SystemTime::now());
+    let remaining = info.remaining.expect("a held lock has a ttl");
+    assert!(
+        remaining <= ttl && remaining > ttl - NO_HANG,
+        "{remaining:?}"
+    );
+    assert_eq!(info.fencing_counter, Some(token));
+    assert_eq!(pair.holder.name(), "orders-api");
+    within(guard.release()).await.unwrap();
+    let released = within(pair.operator.inspect("stock:42")).await.unwrap();
+    assert!(!released.held, "inspect still sees a released lock");
+}
+
+async fn inspect_shows_queued_waiters_where_the_backend_queues_them(pair: Pair) {
+    let guard = within(pair.operator.acquire("job", long())).await.unwrap();
+    let waiting = {
+        let holder = pair.holder.clone();
+        tokio::spawn(async move {
+            holder
+                .acquire("job", long().wait(NO_HANG).label("worker::run"))
+                .await
+        })
+    };
+    let seen = support::poll_async(PROMPTLY, || async {
+        let info = pair.operator.inspect("job").await.unwrap();
+        if pair.queues {
+            info.queued_count == 1
+        } else {
+            // Waiters wait in their own process only: the holder manager's.
+            pair.holder.inspect("job").await.unwrap().local_waiters == 1
+        }
+    })
+    .await;
+    assert!(seen, "the waiter does not show");
+    if pair.queues {
+        let info = within(pair.operator.inspect("job")).await.unwrap();
+        let waiter = info.queued.first().expect("the queued waiter is named");
+        assert_eq!(waiter.manager, "orders-api");
+        assert_eq!(waiter.label.as_deref(), Some("worker::run"));
+    }
+    within(guard.release()).await.unwrap();
+    let taken = within(waiting)
+        .await
+        .unwrap()
+        .expect("the waiter gets the lock");
+    within(taken.release()).await.unwrap();
+}
+
+async fn list_finds_held_locks_by_glob_and_nothing_else(pair: Pair) {
+    let keys = ["stock:1", "stock:2", "order:{7}", "a*b", "stock:{x}y"];
+    let mut guards = Vec::new();
+    for key in keys {
+        guards.push(
+            within(pair.holder.acquire(key, long().fenced(true)))
+                .await
+                .unwrap(),
+        );
+    }
+    let freed = within(pair.holder.acquire("stock:3", long()))
+        .await
+        .unwrap();
+    within(freed.release()).await.unwrap();
+
+    let mut all = keys.map(str::to_owned).to_vec();
+    all.sort();
+    assert_eq!(within(pair.operator.list("*")).await.unwrap(), all);
+    assert_eq!(
+        within(pair.operator.list("stock:*")).await.unwrap(),
+        ["stock:1", "stock:2", "stock:{x}y"]
+    );
+    assert_eq!(within(pair.operator.list("a\\*b")).await.unwrap(), ["a*b"]);
+    assert_eq!(
+        within(pair.operator.list("order:{?}")).await.unwrap(),
+        ["order:{7}"]
+    );
+    assert!(within(pair.operator.list("nothing:*"))
+        .await
+        .unwrap()
+        .is_empty());
+    for guard in guards {
+        within(guard.release()).await.unwrap();
+    }
+    assert!(within(pair.operator.list("*")).await.unwrap().is_empty());
+}
+
+async fn force_release_evicts_fences_off_and_hands_over(pair: Pair) {
+    let ttl = Duration::from_millis(1500);
+    let guard = within(
+        pair.holder
+            .acquire("stuck", LockOptions::new().ttl(ttl).fenced(true)),
+    )
+    .await
+    .unwrap();
+    let evicted_token = guard.fencing_token().await.unwrap();
+    let waiting = {
+        let operator = pair.operator.clone();
+        tokio::spawn(async move { operator.acquire("stuck", long().wait(NO_HANG)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let forced = within(pair.operator.force_release("stuck")).await.unwrap();
+    assert!(forced.was_held);
+    assert_eq!(
+        forced
+            .evicted
+            .as_ref()
+            .map(|holder| holder.manager.as_str()),
+        Some("orders-api")
+    );
+    assert!(
+        forced.fencing_counter > evicted_token,
+        "counter {} not above the evicted holder's token {evicted_token}",
+        forced.fencing_counter
+    );
+
+    let taken = tokio::time::timeout(PROMPTLY, waiting)
+        .await
+        .expect("the waiter gets the lock at once, not after the evicted holder's ttl")
+        .unwrap()
+        .expect("the waiter gets the lock");
+    let next = taken.fencing_token().await.unwrap();
+    assert!(
+        next > forced.fencing_counter,
+        "{next} after {}",
+        forced.fencing_counter
+    );
+
+    tokio::time::timeout(ttl, guard.lost())
+        .await
+        .expect("the evicted holder learns it lost its lease within its ttl");
+    assert!(matches!(
+        within(guard.release()).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    within(taken.release()).await.unwrap();
+
+    let nobody = within(pair.operator.force_release("never-held"))
+        .await
+        .unwrap();
+    assert!(!nobody.was_held && nobody.evicted.is_none());
+}
+
+#[distributed_lock(key = "report:{day}", ttl = "20s", manager = locks)]
+async fn nightly_report(locks: &LockManager, day: u32) -> Result<Option<String>, LockError> {
+    let info = locks.inspect(&format!("report:{day}")).await?;
+    Ok(info.holder.and_then(|holder| holder.label))
+}
+
+async fn the_attribute_labels_its_locks_with_the_functions_path(pair: Pair) {
+    let label = within(nightly_report(&pair.holder, 3)).await.unwrap();
+    assert_eq!(label.as_deref(), Some("operations::nightly_report"));
+}
