@@ -13,13 +13,15 @@
 //!    joins a **wait queue** (`wait_queue`) and retries when a release wakes it
 //!    or the holder's TTL runs out. An attempt in flight whose caller goes away
 //!    is undone (`pending`).
-//! 3. **Backend** (`backend`): where locks live: one Redis server, the
+//! 3. **Backend** (`backend`): where locks live: one Redis server or a Redis
+//!    Cluster (every name of a lock in one hash slot, see `keys`), the
 //!    primary Redis Sentinel names (followed across failovers), Redlock over
 //!    N masters, or process memory. Each offers try-lock, unlock, renew, fence
 //!    and watch; the Redis ones run a plain `SET NX PX` for an uncontended
 //!    attempt and one Lua script for every other step (`backend/scripts`), and
 //!    publish hand-offs and releases that `backend/notify` turns into wake-ups.
-//! 4. **Lease** (`lease`): one granted acquisition: key, owner token, its
+//! 4. **Lease** (`lease`): one granted acquisition: key, owner token (128
+//!    random bits and who holds the lock, see `token`), its
 //!    fencing token once asked for, and its status (held until an instant, or
 //!    lost). Its validity is counted from when the acquisition was sent, less
 //!    a safety margin.
@@ -31,9 +33,10 @@
 //! 7. **Lock scope** (`scope`): the body run under a lock and everything it
 //!    awaits; it owns the lock for re-entrancy and knows its fencing tokens.
 //!
-//! Built on these parts: leader election (`leader`), and counting semaphores
+//! Built on these parts: leader election (`leader`), counting semaphores
 //! (`semaphore`), whose permits are leases on a set of holders, each renewed
-//! by the watchdog and given back by the guard like a lock.
+//! by the watchdog and given back by the guard like a lock, and what
+//! operators ask of a lock (`operations`: inspect, list, force release).
 
 #![warn(missing_docs)]
 
