@@ -80,6 +80,8 @@ mod shim {
         pub min_replicas: Option<(u32, Option<Duration>)>,
         /// What the lock records as its label.
         pub label: Option<String>,
+        /// The key template, the metrics' label.
+        pub template: Option<&'static str>,
     }
 
     impl LockOptions {
@@ -119,6 +121,12 @@ mod shim {
         pub fn min_replicas(self, replicas: u32, timeout: Duration) -> Self {
             LockOptions {
                 min_replicas: Some((replicas, Some(timeout))),
+                ..self
+            }
+        }
+        pub fn key_template(self, template: &'static str) -> Self {
+            LockOptions {
+                template: Some(template),
                 ..self
             }
         }
@@ -265,7 +273,13 @@ async fn pay(order: &Order, user_id: u64) -> Result<u64, AppError> {
 #[tokio::test]
 async fn key_is_built_from_parameters_and_fields() {
     assert_eq!(pay(&order(), 7).await, Ok(49));
-    assert_eq!(only_call().key, "order:42:7");
+    let call = only_call();
+    assert_eq!(call.key, "order:42:7");
+    assert_eq!(
+        call.options.template,
+        Some("order:{order.id}:{user_id}"),
+        "the metrics' label is the template, not the key"
+    );
 }
 
 #[distributed_lock(crate = shim, key = "{order.customer.name}/{order.pair.0}/{order.pair.1}")]
@@ -347,6 +361,7 @@ async fn options_not_written_are_left_to_the_runtimes_defaults() {
         call.options,
         shim::LockOptions {
             label: Some("macro_expansion::defaults".to_owned()),
+            template: Some("defaults"),
             ..shim::LockOptions::default()
         },
         "no setter called but the label: the function's path"
@@ -367,6 +382,7 @@ async fn only_the_options_written_reach_the_runtime() {
             wait: Some(Duration::from_secs(2)),
             reentrant: Some(false),
             label: Some("macro_expansion::some_options".to_owned()),
+            template: Some("some"),
             ..shim::LockOptions::default()
         }
     );
@@ -420,6 +436,7 @@ async fn every_option_reaches_the_runtime() {
             on_lost: Some(OnLost::Continue),
             min_replicas: Some((1, Some(Duration::from_millis(50)))),
             label: Some("macro_expansion::every_option".to_owned()),
+            template: Some("all"),
         }
     );
 }

@@ -76,7 +76,7 @@ mod shim {
     pub struct LockManager;
 
     /// No option is written here, so the expansion calls no setter but
-    /// the label (the function's path), which is ignored.
+    /// the label (the function's path) and the key template, both ignored.
     pub struct LockOptions;
 
     impl LockOptions {
@@ -84,6 +84,9 @@ mod shim {
             LockOptions
         }
         pub fn label(self, _label: &str) -> Self {
+            self
+        }
+        pub fn key_template(self, _template: &str) -> Self {
             self
         }
     }

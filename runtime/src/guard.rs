@@ -113,6 +113,7 @@ impl LockGuard {
             return Ok(());
         }
         self.lease.stop_watchdog();
+        self.lease.end_hold();
         let mut pending = PendingRelease {
             lease: Arc::clone(&self.lease),
             answered: false,
@@ -240,6 +241,7 @@ impl Drop for LockGuard {
             return;
         }
         self.lease.stop_watchdog();
+        self.lease.end_hold();
         spawn_release(&self.lease, Sent::First);
     }
 }

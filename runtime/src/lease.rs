@@ -1,12 +1,14 @@
 //! The state of one held lock, shared by its guard, its watchdog and the
 //! lock scope of the body running under it.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, OnceCell};
 
 use crate::backend::LockKey;
+use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::watchdog::Watchdog;
 use crate::{LockError, LockManager};
@@ -53,6 +55,14 @@ pub(crate) struct Lease {
     watchdog: Option<Arc<Watchdog>>,
     /// Until when a release keeps the lock (`LockOptions::hold_at_least`).
     hold_until: Option<Instant>,
+    /// The `lock` label of this lease's metrics.
+    pub(crate) label: MetricLabel,
+    /// When the lock was granted (its answer arrived).
+    granted_at: Instant,
+    /// Whether the hold has ended (released or its guard dropped).
+    ended: AtomicBool,
+    /// The `lock.hold` span, open from the grant to the end of the hold.
+    span: Mutex<Option<tracing::Span>>,
 }
 
 impl Lease {
@@ -64,10 +74,19 @@ impl Lease {
         token: OwnerToken,
         ttl: Duration,
         requested_at: Instant,
+        label: MetricLabel,
     ) -> Self {
         let (status, _) = watch::channel(LeaseStatus::Held {
             valid_until: requested_at + validity(ttl),
         });
+        let span = tracing::info_span!(
+            "lock.hold",
+            key = %key.user,
+            lock = %label,
+            fencing_token = tracing::field::Empty,
+            held_ms = tracing::field::Empty,
+            lost = tracing::field::Empty,
+        );
         Lease {
             manager,
             key,
@@ -77,6 +96,42 @@ impl Lease {
             status,
             watchdog: None,
             hold_until: None,
+            label,
+            granted_at: Instant::now(),
+            ended: AtomicBool::new(false),
+            span: Mutex::new(Some(span)),
+        }
+    }
+
+    /// The `lock.hold` span while the hold lasts: the body runs in it.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.span
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(tracing::Span::none)
+    }
+
+    /// Ends the hold, once: records how long it lasted and whether the lease
+    /// was lost (metrics, and the `lock.hold` span, which closes).
+    pub(crate) fn end_hold(&self) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let held = self.granted_at.elapsed();
+        let lost = self.is_lost();
+        self.label.held(held, lost);
+        let span = self
+            .span
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(span) = span {
+            span.record("held_ms", held.as_millis());
+            span.record("lost", lost);
+            if let Some(fence) = self.issued_fence() {
+                span.record("fencing_token", fence);
+            }
         }
     }
 

@@ -54,6 +54,7 @@ mod options;
 mod pending;
 mod scope;
 mod semaphore;
+mod telemetry;
 mod token;
 mod wait_queue;
 mod watchdog;

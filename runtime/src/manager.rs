@@ -4,15 +4,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::backend::{Attempt, Backend};
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
+use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
 use crate::wait_queue::Wake;
-use crate::watchdog::RenewalTimer;
+use crate::watchdog::{RenewalTimer, Watched};
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 
 /// How long a newcomer queued behind local waiters waits for a release
@@ -277,7 +280,7 @@ impl LockManager {
         let lease = Arc::clone(guard.lease());
         // Boxed: a body that nests more locked calls would otherwise grow
         // this future (and the stack of whoever polls it) with every level.
-        let scoped = Box::pin(scope::enter(Arc::clone(&lease), body));
+        let scoped = Box::pin(scope::enter(Arc::clone(&lease), body).instrument(lease.span()));
         let Some(output) = until_lost(scoped, lease.lost(), on_lost).await else {
             drop(guard);
             return Err(LockError::LeaseLost {
@@ -290,11 +293,43 @@ impl LockManager {
         }
     }
 
+    /// [`take`](Self::take), counted in the metrics and traced in a
+    /// `lock.acquire` span.
     async fn acquire_within(
         &self,
         key: &str,
         options: &LockOptions,
         wait: Duration,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let label = MetricLabel::new(options.template.as_ref(), options.label.as_ref());
+        let span = tracing::debug_span!(
+            "lock.acquire",
+            key,
+            lock = %label,
+            waited_ms = tracing::field::Empty,
+            acquired = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .take(key, options, wait, &label)
+            .instrument(span.clone())
+            .await;
+        label.acquisition(&result, !wait.is_zero());
+        let waited = started.elapsed();
+        span.record("waited_ms", waited.as_millis());
+        span.record("acquired", matches!(result, Ok(Some(_))));
+        if matches!(result, Ok(Some(_))) {
+            label.waited(waited);
+        }
+        result
+    }
+
+    async fn take(
+        &self,
+        key: &str,
+        options: &LockOptions,
+        wait: Duration,
+        label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
         let ttl_ms = options.ttl_millis()?;
         let replicas = options.replication()?;
@@ -324,6 +359,7 @@ impl LockManager {
             token: &token,
             ttl_ms,
             replicas,
+            label,
         };
         let started = Instant::now();
         // A newcomer that finds this process's waiters on the key does not
@@ -427,6 +463,7 @@ impl LockManager {
         wait: Duration,
         queue_behind: bool,
     ) -> Result<Option<Instant>, LockError> {
+        let _waiting = request.label.waiting();
         // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
         let deadline = started.checked_add(wait);
         // Subscribing is bounded by the wait too: past the deadline, one
@@ -466,6 +503,7 @@ impl LockManager {
                         if let Some(queued) = queued {
                             queued.settled();
                         }
+                        request.label.handoff();
                         tracing::debug!(key, "lock handed over by its releaser");
                         return Ok(Some(granted));
                     }
@@ -557,21 +595,26 @@ impl LockManager {
         requested_at: Instant,
     ) -> Arc<Lease> {
         let key = Arc::new(key);
+        let label = MetricLabel::new(options.template.as_ref(), options.label.as_ref());
         let mut lease = Lease::new(
             self.clone(),
             Arc::clone(&key),
             token.clone(),
             options.ttl,
             requested_at,
+            label.clone(),
         );
         let watchdog = self.inner.renewals.watch(
             Arc::clone(self.backend()),
-            key,
-            token,
-            options.ttl,
-            options.renew,
-            lease.status.clone(),
-            requested_at,
+            Watched {
+                key,
+                token,
+                ttl: options.ttl,
+                renew: options.renew,
+                status: lease.status.clone(),
+                sent: requested_at,
+                label,
+            },
         );
         lease.set_watchdog(watchdog);
         if let Some(hold) = options.hold_at_least {
@@ -587,6 +630,7 @@ struct Request<'a> {
     token: &'a OwnerToken,
     ttl_ms: u64,
     replicas: Option<MinReplicas>,
+    label: &'a MetricLabel,
 }
 
 impl std::fmt::Debug for LockManager {

@@ -32,6 +32,7 @@ pub struct LockOptions {
     pub(crate) fenced: bool,
     pub(crate) hold_at_least: Option<Duration>,
     pub(crate) label: Option<std::sync::Arc<str>>,
+    pub(crate) template: Option<std::sync::Arc<str>>,
 }
 
 /// What the caller asked of replicas; the default timeout is resolved
@@ -66,6 +67,7 @@ impl Default for LockOptions {
             fenced: false,
             hold_at_least: None,
             label: None,
+            template: None,
         }
     }
 }
@@ -82,6 +84,16 @@ impl LockOptions {
     /// 200 bytes; control characters become `_`.
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.label = Some(label.into().into());
+        self
+    }
+
+    /// How this acquisition's key is built, e.g. `stock:{sku}`: the `lock`
+    /// label of its metrics (see the crate's metrics list), which the key
+    /// itself must not be (one series per key would grow without bound).
+    /// The attribute sets it to its `key` (or `keys`) template; without it,
+    /// the [`label`](Self::label) is used.
+    pub fn key_template(mut self, template: &'static str) -> Self {
+        self.template = Some(template.into());
         self
     }
 

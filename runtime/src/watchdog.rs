@@ -23,6 +23,7 @@ use tokio::time::timeout_at;
 
 use crate::backend::{Backend, LockKey};
 use crate::lease::{self, LeaseStatus};
+use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
@@ -55,8 +56,23 @@ pub(crate) struct Watchdog {
     ttl: Duration,
     renew: bool,
     status: watch::Sender<LeaseStatus>,
+    label: MetricLabel,
     timer: Weak<RenewalTimer>,
     state: Mutex<WatchState>,
+}
+
+/// A lease to watch: the lock, its owner token and lease, whether to renew
+/// it, the status to keep up to date, when it was acquired and its metrics'
+/// label.
+pub(crate) struct Watched {
+    pub(crate) key: Arc<LockKey>,
+    pub(crate) token: OwnerToken,
+    pub(crate) ttl: Duration,
+    pub(crate) renew: bool,
+    pub(crate) status: watch::Sender<LeaseStatus>,
+    /// When the acquisition was sent.
+    pub(crate) sent: Instant,
+    pub(crate) label: MetricLabel,
 }
 
 #[derive(Default)]
@@ -75,16 +91,16 @@ impl RenewalTimer {
     /// renewal every `ttl / 3` when `renew`, otherwise a loss report when its
     /// fixed validity ends.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn watch(
-        self: &Arc<Self>,
-        backend: Arc<Backend>,
-        key: Arc<LockKey>,
-        token: OwnerToken,
-        ttl: Duration,
-        renew: bool,
-        status: watch::Sender<LeaseStatus>,
-        sent: Instant,
-    ) -> Arc<Watchdog> {
+    pub(crate) fn watch(self: &Arc<Self>, backend: Arc<Backend>, lease: Watched) -> Arc<Watchdog> {
+        let Watched {
+            key,
+            token,
+            ttl,
+            renew,
+            status,
+            sent,
+            label,
+        } = lease;
         let watchdog = Arc::new(Watchdog {
             backend,
             key,
@@ -92,6 +108,7 @@ impl RenewalTimer {
             ttl,
             renew,
             status,
+            label,
             timer: Arc::downgrade(self),
             state: Mutex::new(WatchState::default()),
         });
@@ -258,14 +275,17 @@ impl Watchdog {
                 if !extended {
                     return;
                 }
+                self.label.renewal("ok");
                 tracing::trace!(key = %self.key.user, "lease renewed");
                 sent + self.period()
             }
             Ok(Ok(false)) => {
+                self.label.renewal("refused");
                 self.report_lost("the lock expired or was taken over by another owner");
                 return;
             }
             Ok(Err(err)) => {
+                self.label.renewal("failed");
                 tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
                 let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
                 retry.min(valid_until)

@@ -11,7 +11,7 @@ mod template;
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{AttrStyle, Ident, ItemFn, Type};
+use syn::{AttrStyle, Ident, ItemFn, LitStr, Type};
 
 use crate::shared::args::krate;
 use crate::shared::errors::{with_error, Errors};
@@ -145,15 +145,23 @@ fn rewrite(
 }
 
 /// `LockOptions::new()` labelled with the function's path (`module::name`,
-/// which the lock records for operators), with a setter for each option the
-/// user wrote, and only those: the defaults are the runtime's.
+/// which the lock records for operators) and the key template (the `lock`
+/// label of its metrics), with a setter for each option the user wrote, and
+/// only those: the defaults are the runtime's.
 fn lock_options(options: &Options, krate: &TokenStream, function: &str) -> TokenStream {
     let millis = |ms: u64| {
         let ms = Literal::u64_unsuffixed(ms);
         quote!(::core::time::Duration::from_millis(#ms))
     };
+    let template = options
+        .keys
+        .iter()
+        .map(LitStr::value)
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut setters = quote! {
         .label(::core::concat!(::core::module_path!(), "::", #function))
+        .key_template(#template)
     };
     if let Some(ttl) = options.ttl_ms {
         let ttl = millis(ttl);

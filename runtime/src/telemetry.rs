@@ -1,0 +1,116 @@
+//! What the runtime reports about its locks: metrics through the `metrics`
+//! facade (the application installs an exporter, or none) and the names of
+//! its tracing spans.
+//!
+//! Every metric carries one label, `lock`: the key *template* the attribute
+//! knows (`stock:{sku}`), else the acquisition's `LockOptions::label`, else
+//! `unlabelled`; never the key itself, so the number of series stays bounded
+//! however many keys there are. Acquisition outcomes add `outcome`.
+//!
+//! | metric | kind | what |
+//! | --- | --- | --- |
+//! | `distributed_lock_acquisitions_total` | counter | acquisitions by `outcome`: `ok`, `busy` (one attempt, held elsewhere), `timeout` (waited `wait` in vain), `error` |
+//! | `distributed_lock_wait_seconds` | histogram | from the call to holding the lock, for `ok` |
+//! | `distributed_lock_hold_seconds` | histogram | from holding the lock to its release (or the guard's drop) |
+//! | `distributed_lock_renewals_total` | counter | lease renewals by `outcome`: `ok`, `failed` (retried), `refused` (lost) |
+//! | `distributed_lock_leases_lost_total` | counter | leases that ended lost (expired before renewal, or taken over) |
+//! | `distributed_lock_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
+//! | `distributed_lock_waiters` | gauge | tasks of this process waiting for a lock now |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::LockError;
+
+/// Acquisitions by outcome.
+pub(crate) const ACQUISITIONS: &str = "distributed_lock_acquisitions_total";
+/// Time from the call to holding the lock.
+pub(crate) const WAIT_SECONDS: &str = "distributed_lock_wait_seconds";
+/// Time from holding the lock to its release.
+pub(crate) const HOLD_SECONDS: &str = "distributed_lock_hold_seconds";
+/// Lease renewals by outcome.
+pub(crate) const RENEWALS: &str = "distributed_lock_renewals_total";
+/// Leases that ended lost.
+pub(crate) const LEASES_LOST: &str = "distributed_lock_leases_lost_total";
+/// Locks handed straight to a waiter of this process.
+pub(crate) const HANDOFFS: &str = "distributed_lock_handoffs_total";
+/// Tasks of this process waiting for a lock now.
+pub(crate) const WAITERS: &str = "distributed_lock_waiters";
+
+/// The `lock` label of an acquisition's metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MetricLabel(Arc<str>);
+
+impl MetricLabel {
+    /// The key template if known, else the acquisition's label, else `unlabelled`.
+    pub(crate) fn new(template: Option<&Arc<str>>, label: Option<&Arc<str>>) -> Self {
+        MetricLabel(
+            template
+                .or(label)
+                .cloned()
+                .unwrap_or_else(|| Arc::from("unlabelled")),
+        )
+    }
+
+    fn value(&self) -> String {
+        self.0.to_string()
+    }
+
+    /// Counts one acquisition that ended with `result`: `Ok(Some(_))` held,
+    /// `Ok(None)` busy or timed out (`waited` says which).
+    pub(crate) fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
+        let outcome = match result {
+            Ok(Some(_)) => "ok",
+            Ok(None) if waited => "timeout",
+            Ok(None) => "busy",
+            Err(LockError::Timeout { .. }) => "timeout",
+            Err(_) => "error",
+        };
+        metrics::counter!(ACQUISITIONS, "lock" => self.value(), "outcome" => outcome).increment(1);
+    }
+
+    /// Records how long an acquisition waited for its lock.
+    pub(crate) fn waited(&self, wait: Duration) {
+        metrics::histogram!(WAIT_SECONDS, "lock" => self.value()).record(wait.as_secs_f64());
+    }
+
+    /// Records a hold that ended after `held`, lost or not.
+    pub(crate) fn held(&self, held: Duration, lost: bool) {
+        metrics::histogram!(HOLD_SECONDS, "lock" => self.value()).record(held.as_secs_f64());
+        if lost {
+            metrics::counter!(LEASES_LOST, "lock" => self.value()).increment(1);
+        }
+    }
+
+    /// Counts one renewal: `ok`, `failed` (will be retried) or `refused`.
+    pub(crate) fn renewal(&self, outcome: &'static str) {
+        metrics::counter!(RENEWALS, "lock" => self.value(), "outcome" => outcome).increment(1);
+    }
+
+    /// Counts a lock a release handed to a waiter of this process.
+    pub(crate) fn handoff(&self) {
+        metrics::counter!(HANDOFFS, "lock" => self.value()).increment(1);
+    }
+
+    /// Counts a task as waiting until the returned value is dropped.
+    pub(crate) fn waiting(&self) -> Waiting {
+        let gauge = metrics::gauge!(WAITERS, "lock" => self.value());
+        gauge.increment(1.0);
+        Waiting(gauge)
+    }
+}
+
+impl std::fmt::Display for MetricLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A task counted in `distributed_lock_waiters` while this lives.
+pub(crate) struct Waiting(metrics::Gauge);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
