@@ -1,0 +1,113 @@
+//! Which deployment to connect to, from the global options, and the
+//! manager connected to it.
+
+use std::time::Duration;
+
+use clap::Args;
+use distributed_lock::LockManager;
+
+use crate::failure::Failure;
+
+/// The global connection options: one deployment, its namespace and timeouts.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// One Redis server (ignored when --redlock, --sentinel or --cluster is given).
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    url: String,
+    /// Redlock over independent masters (an odd number).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL,URL,...",
+        value_delimiter = ',',
+        group = "deployment"
+    )]
+    redlock: Option<Vec<String>>,
+    /// The primary Redis Sentinel names for service NAME; URLS are Sentinels.
+    #[arg(long, global = true, num_args = 2, value_names = ["NAME", "URL,URL,..."], group = "deployment")]
+    sentinel: Option<Vec<String>>,
+    /// A Redis Cluster, through any of its nodes.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL,URL,...",
+        value_delimiter = ',',
+        group = "deployment"
+    )]
+    cluster: Option<Vec<String>>,
+    /// Prefix of every lock key, as the applications set it.
+    #[arg(long, global = true, value_name = "NS", default_value = "lock:")]
+    namespace: String,
+    /// Longest time to connect, and to wait for each answer, in milliseconds.
+    #[arg(long, global = true, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    timeout: u64,
+}
+
+impl Target {
+    /// A manager connected to the chosen deployment.
+    pub async fn connect(&self) -> Result<LockManager, Failure> {
+        let timeout = Duration::from_millis(self.timeout);
+        let builder = LockManager::builder()
+            .namespace(self.namespace.as_str())
+            .connect_timeout(timeout)
+            .response_timeout(timeout);
+        let manager = if let Some(urls) = &self.redlock {
+            builder.redlock(urls).await?
+        } else if let Some([service, urls]) = self.sentinel.as_deref() {
+            builder.sentinel(service, urls.split(',')).await?
+        } else if let Some(urls) = &self.cluster {
+            builder.cluster(urls).await?
+        } else {
+            builder.connect(&self.url).await?
+        };
+        Ok(manager)
+    }
+
+    /// The deployment and namespace in a few words, without passwords.
+    pub fn describe(&self) -> String {
+        let deployment = if let Some(urls) = &self.redlock {
+            format!("redlock over {} masters", urls.len())
+        } else if let Some([service, urls]) = self.sentinel.as_deref() {
+            format!("sentinel {service} via {}", without_password(urls))
+        } else if let Some(urls) = &self.cluster {
+            format!("cluster via {}", without_password(&urls.join(",")))
+        } else {
+            without_password(&self.url)
+        };
+        format!("{deployment}, namespace {}", self.namespace)
+    }
+}
+
+/// `urls` with the user and password of each URL left out.
+fn without_password(urls: &str) -> String {
+    urls.split(',')
+        .map(|url| match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+            }
+            _ => url.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_password;
+
+    #[test]
+    fn descriptions_never_show_passwords() {
+        assert_eq!(
+            without_password("redis://:secret@10.0.0.1:6379/2,redis://u:p@h:1"),
+            "redis://10.0.0.1:6379/2,redis://h:1"
+        );
+        assert_eq!(without_password("redis://h:1"), "redis://h:1");
+        assert_eq!(without_password("garbage@"), "garbage@");
+    }
+}

@@ -1,0 +1,52 @@
+//! Why a command failed, and the exit code that says so.
+
+use std::fmt;
+
+use distributed_lock::LockError;
+
+/// A command that did not do what it was asked.
+#[derive(Debug)]
+pub enum Failure {
+    /// The lock library refused or failed.
+    Lock(LockError),
+    /// The command was declined: not forced, or not confirmed.
+    NotDone(String),
+    /// The terminal, stdin or stdout failed.
+    Io(std::io::Error),
+}
+
+impl Failure {
+    /// The process's exit code for this failure (listed in `--help`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Lock(LockError::InvalidUrl { .. } | LockError::InvalidOptions(_)) => 2,
+            Failure::Lock(
+                LockError::Connection(_) | LockError::Tls(_) | LockError::UnknownService { .. },
+            ) => 3,
+            Failure::NotDone(_) => 4,
+            Failure::Lock(_) | Failure::Io(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Lock(err) => write!(f, "{err}"),
+            Failure::NotDone(why) => f.write_str(why),
+            Failure::Io(err) => write!(f, "terminal or standard stream failed: {err}"),
+        }
+    }
+}
+
+impl From<LockError> for Failure {
+    fn from(err: LockError) -> Self {
+        Failure::Lock(err)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(err: std::io::Error) -> Self {
+        Failure::Io(err)
+    }
+}

@@ -1,0 +1,117 @@
+//! The held locks matching a glob, inspected one by one, and the JSON
+//! shapes `ls`, `show` and `release` print.
+
+use std::time::SystemTime;
+
+use distributed_lock::{Holder, LockError, LockInfo, LockManager};
+use serde::Serialize;
+
+use crate::format;
+
+/// The held locks whose key matches `pattern`, sorted by key: at most
+/// `limit` of them are inspected; also how many more were listed. A lock
+/// freed between listing and inspecting is left out.
+pub async fn held(
+    manager: &LockManager,
+    pattern: &str,
+    limit: usize,
+) -> Result<(Vec<LockInfo>, usize), LockError> {
+    let keys = manager.list(pattern).await?;
+    let more = keys.len().saturating_sub(limit);
+    let mut held = Vec::with_capacity(keys.len().min(limit));
+    for key in keys.iter().take(limit) {
+        let info = manager.inspect(key).await?;
+        if info.held {
+            held.push(info);
+        }
+    }
+    Ok((held, more))
+}
+
+/// A holder or queued waiter, as JSON.
+#[derive(Debug, Serialize)]
+pub struct HolderJson {
+    /// The name of its manager.
+    pub manager: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The acquisition's label.
+    pub label: Option<String>,
+    /// When it took the lock, or began to wait, by its clock (ms since the epoch).
+    pub since_ms: u64,
+    /// How long ago that was, by ours.
+    pub for_ms: u64,
+    /// The lease it asked for.
+    pub ttl_ms: u64,
+}
+
+impl HolderJson {
+    /// `holder` as seen at `now`.
+    pub fn new(holder: &Holder, now: SystemTime) -> Self {
+        HolderJson {
+            manager: holder.manager.clone(),
+            host: holder.host.clone(),
+            pid: holder.pid,
+            label: holder.label.clone(),
+            since_ms: format::unix_ms(holder.acquired_at),
+            for_ms: millis(format::since(holder.acquired_at, now)),
+            ttl_ms: millis(holder.ttl),
+        }
+    }
+}
+
+/// One lock, as JSON.
+#[derive(Debug, Serialize)]
+pub struct LockJson {
+    /// The key, without namespace.
+    pub key: String,
+    /// Whether it is held.
+    pub held: bool,
+    /// Its holder; `null` when free or unnamed.
+    pub holder: Option<HolderJson>,
+    /// Lease left in the backend.
+    pub remaining_ms: Option<u64>,
+    /// The last fencing token issued for the key.
+    pub fencing_counter: Option<u64>,
+    /// Waiters queued in the backend.
+    pub queued_count: usize,
+    /// The named ones among them, in arrival order (at most 100).
+    pub queued: Vec<HolderJson>,
+}
+
+impl LockJson {
+    /// `info` as seen at `now`.
+    pub fn new(info: &LockInfo, now: SystemTime) -> Self {
+        LockJson {
+            key: info.key.clone(),
+            held: info.held,
+            holder: info
+                .holder
+                .as_ref()
+                .map(|holder| HolderJson::new(holder, now)),
+            remaining_ms: info.remaining.map(millis),
+            fencing_counter: info.fencing_counter,
+            queued_count: info.queued_count,
+            queued: info
+                .queued
+                .iter()
+                .map(|waiter| HolderJson::new(waiter, now))
+                .collect(),
+        }
+    }
+}
+
+/// `duration` in whole milliseconds.
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn print_json(value: &impl Serialize) -> Result<(), crate::failure::Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|err| crate::failure::Failure::Io(err.into()))?;
+    println!("{text}");
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `dlock`: who holds which lock, who waits for it, and freeing a stuck one,
+//! on every deployment `distributed-lock` supports.
+//!
+//! This file parses the arguments and dispatches; each subcommand lives in
+//! its own module and uses only the public API of `distributed-lock`.
+
+mod connect;
+mod failure;
+mod format;
+mod locks;
+mod ls;
+mod release;
+mod show;
+mod top;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::connect::Target;
+use crate::failure::Failure;
+
+/// Exit codes, shown at the end of `--help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  the lock server answered with an error, or the terminal failed
+  2  bad usage: unknown argument, bad URL or option
+  3  the lock server cannot be reached (connection, TLS, unknown Sentinel service)
+  4  not done: `release` without --force, or not confirmed";
+
+/// Inspect and operate the locks of `distributed-lock` in Redis.
+#[derive(Debug, Parser)]
+#[command(name = "dlock", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(flatten)]
+    target: Target,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Held locks whose key matches PATTERN: holder, how long held, ttl left,
+    /// fencing counter and queued waiters, one line each.
+    Ls {
+        /// Glob over keys (without namespace): `*`, `?`, `[abc]`, `\` escapes.
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Everything known about the lock on KEY: holder, remaining lease,
+    /// fencing counter and queued waiters.
+    Show {
+        /// The lock's key, without namespace.
+        key: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Frees the lock on KEY whoever holds it, and raises its fencing counter.
+    ///
+    /// This evicts a live holder: its body is cancelled at its next renewal,
+    /// but whatever it writes meanwhile is rejected only by storage that
+    /// checks fencing tokens. Asks for confirmation unless --yes.
+    Release {
+        /// The lock's key, without namespace.
+        key: String,
+        /// Required: says you mean to evict whoever holds the lock.
+        #[arg(long)]
+        force: bool,
+        /// Do not ask for confirmation on stdin.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A live view, refreshed every second: keys with the most waiters, the
+    /// longest holds, and holders that changed or vanished. Quit with q or Esc.
+    Top {
+        /// Glob over keys (without namespace).
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// Print one frame as text and exit.
+        #[arg(long)]
+        once: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return report(&Failure::Io(err)),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => report(&failure),
+    }
+}
+
+/// Runs the subcommand of `cli`.
+async fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Ls { pattern, json } => {
+            let manager = cli.target.connect().await?;
+            ls::run(&manager, &pattern, json).await
+        }
+        Command::Show { key, json } => {
+            let manager = cli.target.connect().await?;
+            show::run(&manager, &key, json).await
+        }
+        Command::Release {
+            key,
+            force,
+            yes,
+            json,
+        } => {
+            if !force {
+                return Err(Failure::NotDone(release::WITHOUT_FORCE.to_owned()));
+            }
+            let manager = cli.target.connect().await?;
+            release::run(&manager, &key, yes, json).await
+        }
+        Command::Top { pattern, once } => {
+            let manager = cli.target.connect().await?;
+            let title = cli.target.describe();
+            if once {
+                top::once(&manager, &title, &pattern).await
+            } else {
+                top::live(&manager, &title, &pattern).await
+            }
+        }
+    }
+}
+
+/// Prints `failure` on stderr and returns its exit code.
+fn report(failure: &Failure) -> ExitCode {
+    eprintln!("dlock: {failure}");
+    ExitCode::from(failure.exit_code())
+}

@@ -1,0 +1,50 @@
+//! `dlock top`: a live view of the hottest locks, refreshed every second.
+//!
+//! `snapshot` collects what is shown and notices holders that changed or
+//! vanished between refreshes, `render` draws a snapshot (a pure function,
+//! tested on a fixed-size buffer), and `app` runs the terminal's event loop.
+
+mod app;
+mod render;
+mod snapshot;
+
+use distributed_lock::LockManager;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::Terminal;
+
+pub use app::live;
+
+use crate::failure::Failure;
+use render::render;
+use snapshot::Collector;
+
+/// Size of the frame `--once` prints.
+const ONCE_WIDTH: u16 = 120;
+/// Height of the frame `--once` prints.
+const ONCE_HEIGHT: u16 = 30;
+
+/// Collects one snapshot, renders it on a 120 × 30 buffer and prints it as
+/// text (trailing blanks trimmed).
+pub async fn once(manager: &LockManager, title: &str, pattern: &str) -> Result<(), Failure> {
+    let snapshot = Collector::new(title, pattern).collect(manager).await?;
+    // A test backend cannot fail: its errors are `Infallible`.
+    let Ok(mut terminal) = Terminal::new(TestBackend::new(ONCE_WIDTH, ONCE_HEIGHT));
+    let Ok(_) = terminal.draw(|frame| render(&snapshot, frame));
+    print!("{}", text_of(terminal.backend().buffer()));
+    Ok(())
+}
+
+/// The characters of `buffer`, one line per row, trailing blanks trimmed.
+fn text_of(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut text = String::new();
+    for y in area.top()..area.bottom() {
+        let line: String = (area.left()..area.right())
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
