@@ -1,0 +1,363 @@
+//! The `dlock` binary against real `redis-server` processes, with the locks
+//! held by another process (this test binary run again as
+//! `holder_process`), as an operator meets them: `ls` and `show` name that
+//! process, `release --force --yes` evicts it (and it learns so), `release`
+//! refuses without `--force` or confirmation, bad targets fail with a
+//! message and an exit code, `top --once` shows a contended key, and `ls`
+//! works on a Redis Cluster.
+//!
+//! Every wait is bounded: `dlock` runs and holder output by
+//! `support::PATIENCE`, polls by their count.
+
+mod support;
+
+use std::time::Duration;
+
+use distributed_lock::{LockGuard, LockManager, LockOptions};
+use distributed_lock_testkit::{ExtraPort, RedisCluster, RedisServer};
+use serde_json::Value;
+use support::{dlock, Holder, HOLDER_LABEL, HOLDER_NAME, HOLDER_TTL};
+
+/// The name of the test below, which `Holder::start` runs.
+const HOLDER_TEST: &str = "holder_process";
+
+/// The holder process of the tests: see `support::holder_process_main`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the other tests"]
+async fn holder_process() {
+    support::holder_process_main().await;
+}
+
+/// A task of this process that queues for `key` on `url` as `waiter-svc`
+/// (label `restock`), and returns once the server shows it queued.
+async fn queue_waiter(url: &str, key: &str) -> tokio::task::JoinHandle<Option<LockGuard>> {
+    let locks = LockManager::builder()
+        .name("waiter-svc")
+        .connect(url)
+        .await
+        .expect("connect");
+    let waiting = {
+        let (locks, key) = (locks.clone(), key.to_owned());
+        tokio::spawn(async move {
+            let options = LockOptions::new()
+                .wait(Duration::from_secs(20))
+                .label("restock");
+            locks.acquire(&key, options).await.ok()
+        })
+    };
+    for _ in 0..200 {
+        if locks.inspect(key).await.expect("inspect").queued_count == 1 {
+            return waiting;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the waiter never showed up in the queue of `{key}`");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_names_the_other_process_that_holds_each_lock() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (holder, _) = Holder::start(HOLDER_TEST, &url, &["stock:1", "stock:2", "order:9"], false);
+    let pid = holder.pid().to_string();
+
+    let run = dlock(&["--url", &url, "ls", "stock:*"], "").await;
+    run.expect_code(0);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "a heading and two locks: {run:#?}");
+    assert!(lines[0].starts_with("KEY") && lines[0].contains("WAITERS"));
+    for (line, key) in lines[1..].iter().zip(["stock:1", "stock:2"]) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cells[..5],
+            [key, HOLDER_NAME, cells[2], &pid, HOLDER_LABEL],
+            "{line}"
+        );
+    }
+
+    let run = dlock(&["--url", &url, "ls", "--json"], "").await;
+    run.expect_code(0);
+    let all: Value = serde_json::from_str(&run.stdout).expect("ls --json prints JSON");
+    let keys: Vec<&str> = all
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|lock| lock["key"].as_str().expect("a key"))
+        .collect();
+    assert_eq!(keys, ["order:9", "stock:1", "stock:2"]);
+    for lock in all.as_array().unwrap() {
+        assert_eq!(lock["holder"]["manager"], HOLDER_NAME);
+        assert_eq!(
+            lock["holder"]["pid"].as_u64(),
+            Some(u64::from(holder.pid()))
+        );
+        assert_eq!(lock["holder"]["ttl_ms"].as_u64(), Some(3_000));
+        assert!(lock["fencing_counter"].as_u64().is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_names_holder_ttl_fencing_counter_and_a_queued_waiter() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (holder, tokens) = Holder::start(HOLDER_TEST, &url, &["stock:42"], false);
+    let waiting = queue_waiter(&url, "stock:42").await;
+
+    let run = dlock(&["--url", &url, "show", "stock:42"], "").await;
+    run.expect_code(0);
+    let text = &run.stdout;
+    assert!(
+        text.contains(&format!("held by:         {HOLDER_NAME}")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("pid:             {}", holder.pid())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("label:           {HOLDER_LABEL}")),
+        "{text}"
+    );
+    assert!(text.contains("ttl:             3.0s"), "{text}");
+    assert!(
+        text.contains(&format!("fencing counter: {}", tokens[0])),
+        "{text}"
+    );
+    assert!(text.contains("queued waiters:  1"), "{text}");
+    assert!(text.contains("1. waiter-svc (pid "), "{text}");
+    assert!(text.contains("label restock waiting for"), "{text}");
+
+    let run = dlock(&["--url", &url, "show", "stock:42", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["held"], true);
+    assert_eq!(
+        info["holder"]["pid"].as_u64(),
+        Some(u64::from(holder.pid()))
+    );
+    assert_eq!(info["fencing_counter"].as_u64(), Some(tokens[0]));
+    let remaining = info["remaining_ms"].as_u64().expect("a remaining lease");
+    assert!(remaining > 0 && remaining <= 3_000, "{remaining}");
+    assert_eq!(info["queued_count"], 1);
+    assert_eq!(info["queued"][0]["manager"], "waiter-svc");
+    assert_eq!(
+        info["queued"][0]["pid"].as_u64(),
+        Some(u64::from(std::process::id()))
+    );
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_release_evicts_the_other_process_which_learns_it_lost_its_lease() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (mut holder, tokens) = Holder::start(HOLDER_TEST, &url, &["stuck"], false);
+
+    let run = dlock(
+        &[
+            "--url", &url, "release", "stuck", "--force", "--yes", "--json",
+        ],
+        "",
+    )
+    .await;
+    run.expect_code(0);
+    let forced: Value = serde_json::from_str(&run.stdout).expect("release --json prints JSON");
+    assert_eq!(forced["was_held"], true);
+    assert_eq!(
+        forced["evicted"]["pid"].as_u64(),
+        Some(u64::from(holder.pid()))
+    );
+    let counter = forced["fencing_counter"].as_u64().expect("a counter");
+    assert!(
+        counter > tokens[0],
+        "counter {counter} not above the holder's token {}",
+        tokens[0]
+    );
+
+    holder.expect_line("LOST stuck");
+    let run = dlock(&["--url", &url, "show", "stuck"], "").await;
+    assert!(run.stdout.contains("held:            no"), "{run:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_release_in_text_names_the_evicted_holder_and_the_raised_counter() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (mut holder, tokens) = Holder::start(HOLDER_TEST, &url, &["stuck"], false);
+
+    let run = dlock(&["--url", &url, "release", "stuck", "--force"], "y\n").await;
+    run.expect_code(0);
+    assert!(
+        run.stderr.contains(&format!(
+            "Release stuck held by {HOLDER_NAME} (pid {} on ",
+            holder.pid()
+        )),
+        "{run:#?}"
+    );
+    let counter: u64 = run
+        .stdout
+        .split("fencing counter raised to ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no raised counter in {run:#?}"));
+    assert!(counter > tokens[0]);
+    holder.expect_line("LOST stuck");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_without_force_refuses_and_the_lock_stays_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (_holder, _) = Holder::start(HOLDER_TEST, &url, &["stuck"], false);
+
+    let run = dlock(&["--url", &url, "release", "stuck"], "y\n").await;
+    run.expect_code(4);
+    assert!(run.stderr.contains("without --force"), "{run:#?}");
+    assert!(run.stderr.contains("fencing tokens"), "{run:#?}");
+    assert_still_held(&url, "stuck").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_not_confirmed_on_stdin_does_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (mut holder, tokens) = Holder::start(HOLDER_TEST, &url, &["stuck"], false);
+
+    for answer in ["n\n", "\n", ""] {
+        let run = dlock(&["--url", &url, "release", "stuck", "--force"], answer).await;
+        run.expect_code(4);
+        assert!(run.stderr.contains("[y/N]"), "{run:#?}");
+        assert!(run.stderr.contains("not released"), "{run:#?}");
+    }
+    assert_still_held(&url, "stuck").await;
+    let info = LockManager::connect(&url)
+        .await
+        .unwrap()
+        .inspect("stuck")
+        .await
+        .unwrap();
+    assert_eq!(
+        info.fencing_counter,
+        Some(tokens[0]),
+        "the counter was raised"
+    );
+    // Two renewals later the holder still has not lost its lease.
+    tokio::time::sleep(HOLDER_TTL * 2 / 3).await;
+    let printed = holder.printed();
+    assert!(
+        !printed.iter().any(|line| line.starts_with("LOST")),
+        "{printed:#?}"
+    );
+}
+
+/// Panics unless the lock on `key` at `url` is held by the holder process.
+async fn assert_still_held(url: &str, key: &str) {
+    let info = LockManager::connect(url)
+        .await
+        .unwrap()
+        .inspect(key)
+        .await
+        .unwrap();
+    assert!(info.held, "{info:#?}");
+    assert_eq!(
+        info.holder.map(|holder| holder.manager).as_deref(),
+        Some(HOLDER_NAME)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_url_and_unreachable_server_fail_with_a_message_and_no_panic() {
+    let run = dlock(&["--url", "not a url", "ls"], "").await;
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .starts_with("dlock: invalid Redis URL `not a url`"),
+        "{run:#?}"
+    );
+
+    let port = ExtraPort::reserve();
+    let url = format!("redis://127.0.0.1:{}", port.port());
+    for args in [
+        vec!["--url", url.as_str(), "ls"],
+        vec!["--url", url.as_str(), "--timeout", "300", "show", "k"],
+        vec!["--url", url.as_str(), "release", "k", "--force", "--yes"],
+        vec!["--url", url.as_str(), "top", "--once"],
+        vec!["--cluster", url.as_str(), "ls"],
+    ] {
+        let run = dlock(&args, "").await;
+        run.expect_code(3);
+        assert!(
+            run.stderr.starts_with("dlock: lock server unreachable"),
+            "{run:#?}"
+        );
+    }
+
+    let run = dlock(
+        &["--redlock", "redis://127.0.0.1:1,redis://127.0.0.1:2", "ls"],
+        "",
+    )
+    .await;
+    run.expect_code(2);
+    assert!(run.stderr.contains("invalid lock options"), "{run:#?}");
+    let run = dlock(&["--timeout", "0", "ls"], "").await;
+    run.expect_code(2);
+    let run = dlock(&["--sentinel", "mymaster"], "").await;
+    run.expect_code(2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_once_shows_the_contended_key_with_its_waiter() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (holder, _) = Holder::start(HOLDER_TEST, &url, &["hot:1", "calm:2"], false);
+    let waiting = queue_waiter(&url, "hot:1").await;
+
+    let run = dlock(&["--url", &url, "top", "--once"], "").await;
+    run.expect_code(0);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 30, "{}", run.stdout);
+    assert!(
+        lines[1].starts_with("2 held, 1 waiters queued"),
+        "{}",
+        run.stdout
+    );
+    let heading = lines
+        .iter()
+        .position(|line| line.contains("Most waiters"))
+        .expect("the waiters table");
+    let hottest: Vec<&str> = lines[heading + 2].split_whitespace().collect();
+    assert_eq!(hottest[..2], ["│hot:1", "1"], "{}", run.stdout);
+    assert!(
+        lines[heading + 2].contains(&format!("{HOLDER_NAME} pid {}", holder.pid())),
+        "{}",
+        run.stdout
+    );
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_on_a_cluster_names_the_other_process_that_holds_each_lock() {
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seed_urls().join(",");
+    let keys = ["job:a", "job:b", "job:d", "job:{c}"]; // sorted, as listed
+    let (holder, tokens) = Holder::start(HOLDER_TEST, &seeds, &keys, true);
+
+    let run = dlock(&["--cluster", &seeds, "ls", "--json"], "").await;
+    run.expect_code(0);
+    let all: Value = serde_json::from_str(&run.stdout).expect("ls --json prints JSON");
+    let all = all.as_array().expect("an array");
+    let listed: Vec<&str> = all
+        .iter()
+        .map(|lock| lock["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, keys);
+    for (lock, token) in all.iter().zip(tokens) {
+        assert_eq!(lock["holder"]["manager"], HOLDER_NAME);
+        assert_eq!(
+            lock["holder"]["pid"].as_u64(),
+            Some(u64::from(holder.pid()))
+        );
+        assert_eq!(lock["fencing_counter"].as_u64(), Some(token));
+    }
+}
