@@ -16,20 +16,24 @@ use ratatui::Terminal;
 pub use app::live;
 
 use crate::failure::Failure;
-use render::render;
+use render::{height_for, render};
 use snapshot::Collector;
 
 /// Size of the frame `--once` prints.
 const ONCE_WIDTH: u16 = 120;
-/// Height of the frame `--once` prints.
-const ONCE_HEIGHT: u16 = 30;
+/// Most lines of the frame `--once` prints.
+const ONCE_MOST_LINES: u16 = 200;
 
-/// Collects one snapshot, renders it on a 120 × 30 buffer and prints it as
-/// text (trailing blanks trimmed).
+/// Collects one snapshot, renders it 120 columns wide and as high as its
+/// locks need (at most 200 lines), and prints it as text (trailing blanks
+/// trimmed).
 pub async fn once(manager: &LockManager, title: &str, pattern: &str) -> Result<(), Failure> {
     let snapshot = Collector::new(title, pattern).collect(manager).await?;
     // A test backend cannot fail: its errors are `Infallible`.
-    let Ok(mut terminal) = Terminal::new(TestBackend::new(ONCE_WIDTH, ONCE_HEIGHT));
+    let Ok(mut terminal) = Terminal::new(TestBackend::new(
+        ONCE_WIDTH,
+        height_for(&snapshot, ONCE_MOST_LINES),
+    ));
     let Ok(_) = terminal.draw(|frame| render(&snapshot, frame));
     print!("{}", text_of(terminal.backend().buffer()));
     Ok(())

@@ -12,13 +12,30 @@ use ratatui::Frame;
 use super::snapshot::{Change, ChangeKind, HeldLock, Snapshot};
 use crate::format;
 
+/// Lines of the header.
+const HEADER_HEIGHT: u16 = 2;
+/// Least height of the tables: borders, heading and three rows.
+const MIN_TABLES_HEIGHT: u16 = 6;
+/// Height of the list of changes: borders and seven of them.
+const CHANGES_HEIGHT: u16 = 9;
+
+/// The height at which every held lock of `snapshot` has its row (up to
+/// `most` lines in all): for a frame printed once.
+pub fn height_for(snapshot: &Snapshot, most: u16) -> u16 {
+    let rows = u16::try_from(snapshot.locks.len()).unwrap_or(u16::MAX);
+    let tables = rows.saturating_add(3).max(MIN_TABLES_HEIGHT);
+    (HEADER_HEIGHT + CHANGES_HEIGHT)
+        .saturating_add(tables)
+        .min(most)
+}
+
 /// Draws `snapshot` on `frame`: a header, the keys with the most queued
 /// waiters beside the longest holds, and the latest changes of holder.
 pub fn render(snapshot: &Snapshot, frame: &mut Frame<'_>) {
     let [header, tables, changes] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Min(6),
-        Constraint::Length(9),
+        Constraint::Length(HEADER_HEIGHT),
+        Constraint::Min(MIN_TABLES_HEIGHT),
+        Constraint::Length(CHANGES_HEIGHT),
     ])
     .areas(frame.area());
     let [most_waiters, longest_held] =
@@ -75,10 +92,10 @@ fn most_waiters_of(snapshot: &Snapshot) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Fill(2),
+            Constraint::Fill(1),
             Constraint::Length(7),
             Constraint::Length(8),
-            Constraint::Fill(3),
+            Constraint::Fill(1),
         ],
     )
     .header(heading(["KEY", "WAITERS", "HELD FOR", "HOLDER"]))
@@ -101,10 +118,10 @@ fn longest_held_of(snapshot: &Snapshot) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Fill(2),
+            Constraint::Fill(1),
             Constraint::Length(8),
             Constraint::Length(8),
-            Constraint::Fill(3),
+            Constraint::Fill(1),
         ],
     )
     .header(heading(["KEY", "HELD FOR", "TTL LEFT", "HOLDER"]))
