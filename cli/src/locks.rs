@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use distributed_lock::{Holder, LockError, LockInfo, LockManager};
 use serde::Serialize;
 
+use crate::failure::Failure;
 use crate::format;
 
 /// The held locks whose key matches `pattern`, sorted by key: at most
@@ -109,9 +110,8 @@ fn millis(duration: std::time::Duration) -> u64 {
 }
 
 /// Prints `value` as pretty JSON on stdout.
-pub fn print_json(value: &impl Serialize) -> Result<(), crate::failure::Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|err| crate::failure::Failure::Io(err.into()))?;
+pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|err| Failure::Io(err.into()))?;
     println!("{text}");
     Ok(())
 }

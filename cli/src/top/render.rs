@@ -12,6 +12,11 @@ use ratatui::Frame;
 use super::snapshot::{Change, ChangeKind, HeldLock, Snapshot};
 use crate::format;
 
+/// The key column's share of the width left by the fixed columns.
+const KEY_WIDTH: Constraint = Constraint::Fill(4);
+/// The holder column's share: a little more than the key's, for `name pid N`.
+const HOLDER_WIDTH: Constraint = Constraint::Fill(5);
+
 /// Lines of the header.
 const HEADER_HEIGHT: u16 = 2;
 /// Least height of the tables: borders, heading and three rows.
@@ -92,10 +97,10 @@ fn most_waiters_of(snapshot: &Snapshot) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Fill(1),
+            KEY_WIDTH,
             Constraint::Length(7),
             Constraint::Length(8),
-            Constraint::Fill(1),
+            HOLDER_WIDTH,
         ],
     )
     .header(heading(["KEY", "WAITERS", "HELD FOR", "HOLDER"]))
@@ -118,10 +123,10 @@ fn longest_held_of(snapshot: &Snapshot) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Fill(1),
+            KEY_WIDTH,
             Constraint::Length(8),
             Constraint::Length(8),
-            Constraint::Fill(1),
+            HOLDER_WIDTH,
         ],
     )
     .header(heading(["KEY", "HELD FOR", "TTL LEFT", "HOLDER"]))
