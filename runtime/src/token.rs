@@ -114,7 +114,9 @@ pub struct Holder {
     /// The acquisition's label (`LockOptions::label`; the annotated
     /// function's path under the attribute), if it had one.
     pub label: Option<String>,
-    /// When the holder took the lock, by its own clock.
+    /// When the holder asked for the lock, by its own clock: the token is
+    /// made when the acquisition starts, so for a holder that waited in the
+    /// queue this includes its wait.
     pub acquired_at: SystemTime,
     /// The lease the holder asked for; each renewal extends the lock to it.
     pub ttl: Duration,
