@@ -53,6 +53,13 @@ pub enum LockError {
         /// The lock key, without namespace.
         key: String,
     },
+    /// A write lock was requested inside a scope that holds the same
+    /// read/write lock for reading: the writer would wait for its own reader.
+    #[error("read/write lock `{key}` is held for reading by this scope, so a write lock here would wait for itself; take the write lock around the whole scope instead (a read inside a write re-enters)")]
+    UpgradeRefused {
+        /// The lock key, without namespace.
+        key: String,
+    },
     /// No manager was installed and none was passed to the attribute.
     #[error("no LockManager installed: call distributed_lock::install(manager) at start-up, or pass `manager = …` to #[distributed_lock]")]
     NotInstalled,

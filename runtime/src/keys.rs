@@ -6,11 +6,15 @@
 //! `base-queue:k` (waiters in arrival order) and `base-wait:k` (when each
 //! waiter's place expires). The semaphore on user key `k` keeps its holders
 //! in `base-sem:k`, an internal key too, so a lock and a semaphore of the
-//! same user key never share a name. Every lock key has `:` right after
-//! `base`, every internal key `-`: no user key, whatever characters it holds, can name an
-//! internal key of any lock of the same namespace. The internal prefixes differ
-//! from each other in their first letter after the `-`, so they cannot
-//! collide among themselves either.
+//! same user key never share a name. The read/write lock on `k` keeps its
+//! writer in `base-rw:k`, its readers in `base-read:k`, its waiting writers'
+//! intents in `base-intent:k` and its writers' fencing counter in
+//! `base-rwfence:k`. Every lock key has `:` right after `base`, every
+//! internal key `-`: no user key, whatever characters it holds, can name an
+//! internal key of any lock of the same namespace. No internal prefix
+//! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
+//! `rwfence:`) is a prefix of another, so they cannot collide among
+//! themselves either.
 //!
 //! On Redis Cluster every name of one lock must live in one hash slot, so a
 //! hash-tagged key space puts `{tag}` in front of each of them: `{tag}base:k`,
@@ -22,7 +26,8 @@
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
 
-/// What a [`LockKey`] names: a lock, or the holder set of a semaphore.
+/// What a [`LockKey`] names: a lock, the holder set of a semaphore, or one
+/// side of a read/write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyKind {
     /// A lock: `lock` holds the owner token.
@@ -32,6 +37,15 @@ pub(crate) enum KeyKind {
     /// and no waiter queue; `fence`, `queue` and `waiters` are the names of
     /// the lock of the same user key, which no semaphore step touches.
     Semaphore,
+    /// A reader of a read/write lock: its lease is its member in `readers`
+    /// (see `backend/scripts/rw_read_acquire.lua`). `lock` is the writer key,
+    /// which names the read/write lock (its release channel, and its identity
+    /// in lock scopes); `queue` holds waiting writers' intents.
+    Read,
+    /// The writer of a read/write lock: `lock` holds its owner token, as a
+    /// lock's key does, so its renewal and its fencing tokens (`fence`) are
+    /// a lock's; `readers` and `queue` are checked when it is taken.
+    Write,
 }
 
 /// The names one lock (or semaphore) uses in its backend.
@@ -51,6 +65,22 @@ pub(crate) struct LockKey {
     pub(crate) queue: String,
     /// Hash of queued waiters' owner tokens to when their place expires.
     pub(crate) waiters: String,
+    /// The readers of the read/write lock of the same user key: sorted set
+    /// of owner token -> lease end (server ms). Touched only by its steps.
+    pub(crate) readers: String,
+}
+
+impl LockKey {
+    /// The channel whose release messages wake this key's waiters: the lock
+    /// key (for a semaphore its holder set, for a reader of a read/write
+    /// lock its writer key), except for a writer of a read/write lock, which
+    /// waits for readers to leave and so listens on the readers' name.
+    pub(crate) fn channel(&self) -> &str {
+        match self.kind {
+            KeyKind::Write => &self.readers,
+            KeyKind::Lock | KeyKind::Semaphore | KeyKind::Read => &self.lock,
+        }
+    }
 }
 
 /// The prefixes of one namespace.
@@ -102,6 +132,22 @@ impl KeySpace {
             fence: format!("{tag}{base}-fence:{user}"),
             queue: format!("{tag}{base}-queue:{user}"),
             waiters: format!("{tag}{base}-wait:{user}"),
+            readers: format!("{tag}{base}-read:{user}"),
+        }
+    }
+
+    /// The names of the read/write lock on `user`, for a reader or the
+    /// writer (`kind`): writer `base-rw:k`, readers `base-read:k`, writers'
+    /// intents `base-intent:k`, fencing counter `base-rwfence:k`, all in the
+    /// slot of the lock on `user` when hash-tagged.
+    pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
+        let (base, tag) = (&self.base, self.tag(user));
+        LockKey {
+            kind,
+            lock: format!("{tag}{base}-rw:{user}"),
+            fence: format!("{tag}{base}-rwfence:{user}"),
+            queue: format!("{tag}{base}-intent:{user}"),
+            ..self.key(user)
         }
     }
 
@@ -204,6 +250,23 @@ mod tests {
             (semaphore.kind, semaphore.lock.as_str()),
             (KeyKind::Semaphore, "app-sem:k")
         );
+        let rw = KeySpace::new("app".into()).rwlock("k", KeyKind::Read);
+        assert_eq!(
+            (
+                rw.kind,
+                rw.lock.as_str(),
+                rw.readers.as_str(),
+                rw.queue.as_str(),
+                rw.fence.as_str()
+            ),
+            (
+                KeyKind::Read,
+                "app-rw:k",
+                "app-read:k",
+                "app-intent:k",
+                "app-rwfence:k"
+            )
+        );
     }
 
     /// User keys whose braces could move a name to another slot if the tag
@@ -271,8 +334,19 @@ mod tests {
             for user in BRACED {
                 let key = space.key(user);
                 let semaphore = space.semaphore(user).lock;
-                let slots =
-                    [&key.lock, &key.fence, &key.queue, &key.waiters, &semaphore].map(|n| slot(n));
+                let rw = space.rwlock(user, KeyKind::Write);
+                let slots = [
+                    &key.lock,
+                    &key.fence,
+                    &key.queue,
+                    &key.waiters,
+                    &semaphore,
+                    &rw.lock,
+                    &rw.fence,
+                    &rw.queue,
+                    &rw.readers,
+                ]
+                .map(|n| slot(n));
                 assert!(
                     slots.iter().all(|&s| s == slots[0]),
                     "namespace {namespace:?}, user key {user:?}: names in slots {slots:?}"
@@ -310,6 +384,8 @@ mod tests {
             "x-fence:",
             "lock-sem",
             "x-sem:",
+            "lock-rw",
+            "x-rwfence:",
         ];
         let users = [
             "",
@@ -323,6 +399,11 @@ mod tests {
             "-wait:x",
             "-sem:x",
             "sem:x",
+            "-rw:x",
+            "-rwfence:x",
+            "-read:x",
+            "-intent:x",
+            "rw:x",
             "{x}",
             "\u{0}",
             "}lock:x",
@@ -333,12 +414,26 @@ mod tests {
             let space = new(namespace.into());
             let keys: Vec<LockKey> = users.iter().map(|user| space.key(user)).collect();
             let semaphores: Vec<LockKey> = users.iter().map(|user| space.semaphore(user)).collect();
+            let rwlocks: Vec<LockKey> = users
+                .iter()
+                .map(|user| space.rwlock(user, KeyKind::Read))
+                .collect();
             let internal: Vec<(&str, &str)> = keys
                 .iter()
                 .zip(&semaphores)
-                .flat_map(|(key, semaphore)| {
-                    [&key.fence, &key.queue, &key.waiters, &semaphore.lock]
-                        .map(|name| (name.as_str(), key.user.as_str()))
+                .zip(&rwlocks)
+                .flat_map(|((key, semaphore), rw)| {
+                    [
+                        &key.fence,
+                        &key.queue,
+                        &key.waiters,
+                        &semaphore.lock,
+                        &rw.lock,
+                        &rw.fence,
+                        &rw.queue,
+                        &rw.readers,
+                    ]
+                    .map(|name| (name.as_str(), key.user.as_str()))
                 })
                 .collect();
             for key in &keys {

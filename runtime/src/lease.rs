@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, OnceCell};
 
-use crate::backend::LockKey;
+use crate::backend::{KeyKind, LockKey};
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::watchdog::Watchdog;
@@ -156,8 +156,15 @@ impl Lease {
     /// ours (then the lease is marked lost). A token counts only if its issue
     /// ended within the lease's validity: until then a quorum of Redlock nodes
     /// still had our lock, so every later holder's token, issued after that,
-    /// is above it (see `backend/redlock.rs`).
+    /// is above it (see `backend/redlock.rs`). A read lease of a read/write
+    /// lock has none: `InvalidOptions`.
     pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
+        if self.key.kind == KeyKind::Read {
+            return Err(LockError::InvalidOptions(format!(
+                "read/write lock `{}`: readers carry no fencing token (only writers change what the lock protects); ask for it under the write lock",
+                self.key.user
+            )));
+        }
         let issue = || async {
             self.ensure_held()?;
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);

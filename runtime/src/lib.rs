@@ -35,8 +35,10 @@
 //!
 //! Built on these parts: leader election (`leader`), counting semaphores
 //! (`semaphore`), whose permits are leases on a set of holders, each renewed
-//! by the watchdog and given back by the guard like a lock, and what
-//! operators ask of a lock (`operations`: inspect, list, force release).
+//! by the watchdog and given back by the guard like a lock, read/write
+//! locks (`rwlock`, guards in `rw_guard`), whose readers hold leases in a set
+//! like permits and whose writer holds a lock's key, and what operators ask
+//! of a lock (`operations`: inspect, list, force release).
 
 #![warn(missing_docs)]
 
@@ -61,10 +63,14 @@ mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::private::{locked, locked_all, locked_or_skipped, permitted, Skipped};
+    pub use crate::private::{
+        locked, locked_all, locked_or_skipped, permitted, read_locked, write_locked, Skipped,
+    };
 }
 mod multi;
 mod private;
+mod rw_guard;
+mod rwlock;
 
 pub use builder::LockManagerBuilder;
 pub use error::LockError;
@@ -75,6 +81,7 @@ pub use manager::LockManager;
 pub use multi::MultiGuard;
 pub use operations::{ForcedRelease, LockInfo};
 pub use options::{LockOptions, OnLost};
+pub use rw_guard::{ReadGuard, WriteGuard};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
 pub use semaphore::{Permit, Semaphore};
 pub use token::Holder;

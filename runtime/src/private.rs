@@ -115,3 +115,39 @@ where
         None => Err(LockError::NotInstalled.into()),
     }
 }
+
+/// As [`locked`], under a read lease of the read/write lock on `key` (see
+/// `LockManager::with_read`).
+pub async fn read_locked<F, T, E>(
+    client: Option<LockManager>,
+    key: String,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match client.or_else(installed) {
+        Some(manager) => flatten(manager.with_read(&key, options, body).await),
+        None => Err(LockError::NotInstalled.into()),
+    }
+}
+
+/// As [`locked`], under the write lease of the read/write lock on `key` (see
+/// `LockManager::with_write`).
+pub async fn write_locked<F, T, E>(
+    client: Option<LockManager>,
+    key: String,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
+{
+    match client.or_else(installed) {
+        Some(manager) => flatten(manager.with_write(&key, options, body).await),
+        None => Err(LockError::NotInstalled.into()),
+    }
+}

@@ -108,6 +108,17 @@ impl WaitQueues {
         }
     }
 
+    /// Wakes every waiter of `key` that is asleep now, and the next one to
+    /// sleep if none is: a release that may let all of them in at once (a
+    /// read/write lock's writer leaving). The extra wake-up covers a waiter
+    /// whose attempt crossed the release on its way.
+    pub(crate) fn wake_every(&self, key: &str) {
+        if let Some(queue) = self.lock().get(key) {
+            queue.notify.notify_waiters();
+            queue.notify.notify_one();
+        }
+    }
+
     /// Wakes every waiter of `key` that is asleep now, e.g. once its release
     /// channel is subscribed again after messages may have been missed.
     pub(crate) fn wake_all(&self, key: &str) {

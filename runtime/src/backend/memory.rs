@@ -2,7 +2,11 @@
 //! fencing, wake-on-release), for unit tests and single-process services.
 //!
 //! Counting semaphores keep their holders, each with its own lease, in a
-//! second table, with the semantics of `semaphore_acquire.lua`.
+//! second table, with the semantics of `semaphore_acquire.lua`. A read/write
+//! lock keeps its writer in the first table (under its writer key, as a
+//! lock), and its readers and its waiting writers' intents in the second
+//! (under their names), with the semantics of `rw_read_acquire.lua` and
+//! `rw_write_acquire.lua`.
 //!
 //! Memory stays bounded under any number of distinct keys: like Redis, the
 //! table forgets expired locks and fencing counters idle for longer than
@@ -90,18 +94,12 @@ impl MemoryBackend {
             };
         }
         table.sweep_if_grown(now);
-        let entry = table
-            .entries
-            .entry(key.lock.clone())
-            .or_insert_with(|| Entry {
-                holder: None,
-                fence: 0,
-                retained_until: now,
-            });
-        entry.holder = Some(Held {
-            token: token.clone(),
-            expires: deadline(now, Duration::from_millis(ttl_ms)),
-        });
+        table.set_holder(
+            &key.lock,
+            token,
+            deadline(now, Duration::from_millis(ttl_ms)),
+            now,
+        );
         Attempt::Acquired
     }
 
@@ -165,11 +163,13 @@ impl MemoryBackend {
         }
     }
 
-    /// Removes `token`'s permit of the semaphore `key`; whether it was still held.
-    fn release_permit(&self, key: &LockKey, token: &OwnerToken) -> bool {
+    /// Removes `token` from the holder set `set` (a semaphore's, a
+    /// read/write lock's readers or writers' intents); whether its lease was
+    /// still live.
+    fn release_permit(&self, set: &str, token: &OwnerToken) -> bool {
         let now = Instant::now();
         let mut table = self.table();
-        let Some(holders) = table.semaphores.get_mut(&key.lock) else {
+        let Some(holders) = table.semaphores.get_mut(set) else {
             return false;
         };
         holders.retain(|held| held.expires > now);
@@ -177,18 +177,18 @@ impl MemoryBackend {
         holders.retain(|held| held.token != *token);
         let released = holders.len() < before;
         if holders.is_empty() {
-            table.semaphores.remove(&key.lock);
+            table.semaphores.remove(set);
         }
         released
     }
 
-    /// Extends `token`'s permit of the semaphore `key`, if still held.
-    fn renew_permit(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
+    /// Extends `token`'s lease in the holder set `set`, if still live.
+    fn renew_permit(&self, set: &str, token: &OwnerToken, ttl_ms: u64) -> bool {
         let now = Instant::now();
         let mut table = self.table();
         let mine = table
             .semaphores
-            .get_mut(&key.lock)
+            .get_mut(set)
             .and_then(|holders| holders.iter_mut().find(|held| held.token == *token))
             .filter(|held| held.expires > now);
         match mine {
@@ -200,13 +200,82 @@ impl MemoryBackend {
         }
     }
 
+    /// A read lease (for a key of `KeyKind::Read`) or the write lease of the
+    /// read/write lock `key` for `ttl_ms`, as `rw_read_acquire.lua` and
+    /// `rw_write_acquire.lua` grant them; a blocked writer keeps its intent
+    /// for `intent_for` unless that is zero.
+    pub(crate) fn try_rw(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        intent_for: Duration,
+    ) -> Attempt {
+        let now = Instant::now();
+        let expires = deadline(now, Duration::from_millis(ttl_ms));
+        let mut table = self.table();
+        table.sweep_if_grown(now);
+        table.sweep_semaphores_if_grown(now);
+        let writer = table
+            .held(&key.lock, now)
+            .map(|held| (held.token == *token, held.expires));
+        let readers = table.live_members(&key.readers, now);
+        let intents = table.live_members(&key.queue, now);
+        let busy = |until: Option<Instant>| Attempt::Busy {
+            remaining: until.map(|until| until - now),
+        };
+        if key.kind == KeyKind::Read {
+            if !readers.iter().any(|(member, _)| member == token) {
+                let blocker = writer
+                    .map(|(_, until)| until)
+                    .or(intents.first().map(|(_, until)| *until));
+                if blocker.is_some() {
+                    return busy(blocker);
+                }
+            }
+            table.set_member(&key.readers, token, Some(expires));
+            return Attempt::Acquired;
+        }
+        let ours_or_free = match writer {
+            Some((ours, _)) => ours,
+            None => readers.is_empty(),
+        };
+        if ours_or_free {
+            table.set_member(&key.queue, token, None);
+            table.set_holder(&key.lock, token, expires, now);
+            return Attempt::Acquired;
+        }
+        if !intent_for.is_zero() {
+            table.set_member(&key.queue, token, Some(deadline(now, intent_for)));
+        }
+        busy(
+            writer
+                .map(|(_, until)| until)
+                .or(readers.first().map(|(_, until)| *until)),
+        )
+    }
+
     pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
         let owned = match key.kind {
             KeyKind::Lock => self.unlock_lock(key, token),
-            KeyKind::Semaphore => self.release_permit(key, token),
+            KeyKind::Semaphore => self.release_permit(&key.lock, token),
+            KeyKind::Read => self.release_permit(&key.readers, token),
+            KeyKind::Write => {
+                let owned = self.unlock_lock(key, token);
+                if self.release_permit(&key.queue, token) || owned {
+                    self.queues.wake_every(&key.lock);
+                    self.queues.wake_one(&key.readers);
+                }
+                return owned;
+            }
         };
         if owned {
-            self.queues.wake_one(&key.lock);
+            // A reader leaving wakes a writer, who waits on the readers' name.
+            let channel = match key.kind {
+                KeyKind::Read => &key.readers,
+                _ => &key.lock,
+            };
+            self.queues.wake_one(channel);
         }
         owned
     }
@@ -225,8 +294,10 @@ impl MemoryBackend {
     }
 
     pub(crate) fn renew(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
-        if key.kind == KeyKind::Semaphore {
-            return self.renew_permit(key, token, ttl_ms);
+        match key.kind {
+            KeyKind::Semaphore => return self.renew_permit(&key.lock, token, ttl_ms),
+            KeyKind::Read => return self.renew_permit(&key.readers, token, ttl_ms),
+            KeyKind::Lock | KeyKind::Write => {}
         }
         let now = Instant::now();
         let mut table = self.table();
@@ -242,7 +313,7 @@ impl MemoryBackend {
     }
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
-        self.queues.waiters(&key.lock)
+        self.queues.waiters(key.channel())
     }
 
     /// The holder, remaining lease and fencing counter of `key` (waiters
@@ -306,11 +377,63 @@ impl MemoryBackend {
     }
 
     pub(crate) fn watch(&self, key: &LockKey) -> WaitTicket {
-        self.queues.join(&key.lock)
+        self.queues.join(key.channel())
     }
 }
 
 impl Table {
+    /// Makes `token` the holder of `lock` until `expires`, keeping its
+    /// fencing counter.
+    fn set_holder(&mut self, lock: &str, token: &OwnerToken, expires: Instant, now: Instant) {
+        let entry = self
+            .entries
+            .entry(lock.to_owned())
+            .or_insert_with(|| Entry {
+                holder: None,
+                fence: 0,
+                retained_until: now,
+            });
+        entry.holder = Some(Held {
+            token: token.clone(),
+            expires,
+        });
+    }
+
+    /// The members of the holder set `set` whose lease is live at `now`
+    /// (the others are dropped), earliest lease end first.
+    fn live_members(&mut self, set: &str, now: Instant) -> Vec<(OwnerToken, Instant)> {
+        let Some(holders) = self.semaphores.get_mut(set) else {
+            return Vec::new();
+        };
+        holders.retain(|held| held.expires > now);
+        let mut live: Vec<(OwnerToken, Instant)> = holders
+            .iter()
+            .map(|held| (held.token.clone(), held.expires))
+            .collect();
+        if live.is_empty() {
+            self.semaphores.remove(set);
+        }
+        live.sort_by_key(|(_, expires)| *expires);
+        live
+    }
+
+    /// Sets `token`'s lease in the holder set `set` to end at `expires`
+    /// (added if missing), or with `None` removes it.
+    fn set_member(&mut self, set: &str, token: &OwnerToken, expires: Option<Instant>) {
+        let holders = self.semaphores.entry(set.to_owned()).or_default();
+        holders.retain(|held| held.token != *token);
+        match expires {
+            Some(expires) => holders.push(Held {
+                token: token.clone(),
+                expires,
+            }),
+            None if holders.is_empty() => {
+                self.semaphores.remove(set);
+            }
+            None => {}
+        }
+    }
+
     /// The unexpired holder of `lock`, if any.
     fn held(&self, lock: &str, now: Instant) -> Option<&Held> {
         self.entries

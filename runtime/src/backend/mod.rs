@@ -3,7 +3,10 @@
 //! the macro never need to know which one they talk to. Counting semaphores
 //! add one step, taking a permit ([`Backend::try_permit`]); a permit is
 //! released and renewed by the same steps as a lock, which run the
-//! semaphore's scripts for a key of [`KeyKind::Semaphore`].
+//! semaphore's scripts for a key of [`KeyKind::Semaphore`]. Read/write locks
+//! add one more, taking a read or write lease ([`Backend::try_rw`]), and are
+//! released and renewed in the same way for keys of [`KeyKind::Read`] and
+//! [`KeyKind::Write`].
 
 mod admin;
 mod commands;
@@ -13,6 +16,7 @@ mod memory;
 mod notify;
 mod redis;
 mod redlock;
+mod rwlock;
 mod scripts;
 mod semaphore;
 mod sentinel;
@@ -107,8 +111,30 @@ impl Backend {
         }
     }
 
+    /// One atomic attempt on the read/write lock `key`: a read lease for a
+    /// key of [`KeyKind::Read`], the write lease for [`KeyKind::Write`], for
+    /// `ttl_ms`. `Busy` says how long the blocking lease (or writer's
+    /// intent) has left. A blocked writer keeps an intent, which holds new
+    /// readers back, for `intent_for` unless that is zero. Redlock refuses
+    /// with `InvalidOptions`.
+    pub(crate) async fn try_rw(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        intent_for: Duration,
+    ) -> Result<Attempt, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.try_rw(key, token, ttl_ms, intent_for).await,
+            Backend::Memory(memory) => Ok(memory.try_rw(key, token, ttl_ms, intent_for)),
+            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
+            Backend::Sentinel(sentinel) => sentinel.try_rw(key, token, ttl_ms, intent_for).await,
+        }
+    }
+
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
-    /// For a semaphore: gives the permit back.
+    /// For a semaphore: gives the permit back; for a read/write lock: the
+    /// read or write lease, and a waiting writer's intent.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,

@@ -456,7 +456,8 @@ fn text(value: Option<&Value>) -> Option<&str> {
 }
 
 /// Routes one release message, `[channel, payload]`: `1` (see
-/// `release.lua`) wakes one local waiter of the channel; any other payload is
+/// `release.lua`) wakes one local waiter of the channel, `*` (see
+/// `rw_write_release.lua`) every one of them; any other payload is
 /// the owner token of the queued waiter the lock was handed to, which gets
 /// it if it waits in this process.
 fn deliver_release(queues: &WaitQueues, data: &[Value]) {
@@ -465,6 +466,7 @@ fn deliver_release(queues: &WaitQueues, data: &[Value]) {
     };
     match text(data.get(1)) {
         Some("1") | None => queues.wake_one(channel),
+        Some("*") => queues.wake_every(channel),
         Some(token) => {
             queues.grant(channel, token);
         }

@@ -23,6 +23,7 @@ use super::commands::{
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::notify::Notifications;
+use super::rwlock::{acquire_read, acquire_write, release_read, release_write, renew_read};
 use super::semaphore::{acquire_permit, release_permit, renew_permit};
 use super::tls::TlsConfig;
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
@@ -228,6 +229,31 @@ impl RedisBackend {
         })
     }
 
+    /// One attempt to take a read lease (`intent_for` zero) or the write
+    /// lease of the read/write lock `key`, as its kind says; a blocked
+    /// writer keeps its intent for `intent_for`. An attempt whose answer was
+    /// lost is undone in the background, as for a lock.
+    pub(crate) async fn try_rw(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        intent_for: Duration,
+    ) -> Result<Attempt, LockError> {
+        let connection = &mut self.commands.clone();
+        let reply = match key.kind {
+            KeyKind::Write => acquire_write(connection, key, token, ttl_ms, intent_for).await,
+            _ => acquire_read(connection, key, token, ttl_ms).await,
+        };
+        reply.map_err(|err| {
+            let err = lock_error(err);
+            if matches!(err, LockError::Connection(_)) {
+                self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
+            }
+            err
+        })
+    }
+
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
@@ -247,8 +273,9 @@ impl RedisBackend {
     ) -> Result<bool, LockError> {
         let connection = &mut self.commands.clone();
         match key.kind {
-            KeyKind::Lock => renew(connection, key, token, ttl_ms).await,
+            KeyKind::Lock | KeyKind::Write => renew(connection, key, token, ttl_ms).await,
             KeyKind::Semaphore => renew_permit(connection, key, token, ttl_ms).await,
+            KeyKind::Read => renew_read(connection, key, token, ttl_ms).await,
         }
         .map_err(lock_error)
     }
@@ -336,16 +363,18 @@ impl RedisBackend {
     }
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
-        self.notifications.local_waiters(&key.lock)
+        self.notifications.local_waiters(key.channel())
     }
 
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
-        self.notifications.watch(&key.lock, 1).await
+        self.notifications.watch(key.channel(), 1).await
     }
 }
 
 /// Releases the lock (handing it to the first queued waiter for
-/// [`GRANT_WINDOW`]) or, for a semaphore, gives the permit back.
+/// [`GRANT_WINDOW`]) or, for a semaphore, gives the permit back; for a
+/// read/write lock, gives back the read or write lease (or a waiting
+/// writer's intent).
 async fn release_any(
     connection: &mut Commands,
     key: &LockKey,
@@ -355,6 +384,8 @@ async fn release_any(
     match key.kind {
         KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
         KeyKind::Semaphore => release_permit(connection, key, token, sharded).await,
+        KeyKind::Read => release_read(connection, key, token, sharded).await,
+        KeyKind::Write => release_write(connection, key, token, sharded).await,
     }
 }
 

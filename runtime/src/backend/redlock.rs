@@ -76,11 +76,16 @@
 //! are independent masters that must not fail over, and the quorum, not
 //! replication, is what keeps a lock through the loss of a node.
 //!
-//! # Semaphores
+//! # Semaphores and read/write locks
 //! Refused with `InvalidOptions`: each node counts its own holders, and
 //! permits granted by quorums do not bound the holders at N. With N = 2 on
 //! three nodes, A can win nodes 1 and 2, B nodes 2 and 3, C nodes 1 and 3:
 //! no node holds more than two permits, yet three holders have a quorum.
+//! Read/write locks are refused too: a reader and a writer could not both
+//! win a quorum (majorities overlap), but the waiting writers' intents that
+//! keep writers from starving would have to agree across nodes, and a node
+//! lost with its readers would let a writer in under live readers once a
+//! quorum no longer sees them; nothing here handles either.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -151,6 +156,15 @@ impl RedlockBackend {
     pub(crate) fn refuse_semaphore(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
             "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
+            key.user
+        ))
+    }
+
+    /// The refusal of every read/write lock step (see the module's
+    /// documentation).
+    pub(crate) fn refuse_rwlock(key: &LockKey) -> LockError {
+        LockError::InvalidOptions(format!(
+            "read/write lock `{}`: Redlock does not support read/write locks; use a single Redis server, Sentinel or a Redis Cluster for read/write locks (a manager of its own if your locks stay on Redlock)",
             key.user
         ))
     }

@@ -136,6 +136,18 @@ impl SentinelBackend {
         self.checked(&current, result)
     }
 
+    pub(crate) async fn try_rw(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        ttl_ms: u64,
+        intent_for: Duration,
+    ) -> Result<Attempt, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.try_rw(key, token, ttl_ms, intent_for).await;
+        self.checked(&current, result)
+    }
+
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,

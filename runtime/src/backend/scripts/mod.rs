@@ -55,6 +55,30 @@ pub(crate) static SEMAPHORE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
     with_prelude(&include_str!("semaphore_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
 });
 
+/// A read lease of a read/write lock, unless a writer holds it or waits;
+/// see `rw_read_acquire.lua`.
+pub(crate) static RW_READ_ACQUIRE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("rw_read_acquire.lua")));
+/// The write lease of a read/write lock, or a writer's intent; see
+/// `rw_write_acquire.lua`.
+pub(crate) static RW_WRITE_ACQUIRE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("rw_write_acquire.lua")));
+/// Compare-and-remove of one read lease, plus PUBLISH; see `rw_read_release.lua`.
+pub(crate) static RW_READ_RELEASE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("rw_read_release.lua")));
+/// `rw_read_release.lua` for Redis Cluster: the message goes out by SPUBLISH.
+pub(crate) static RW_READ_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&include_str!("rw_read_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
+/// Compare-and-delete of the write lease or withdrawal of a writer's
+/// intent, plus PUBLISH; see `rw_write_release.lua`.
+pub(crate) static RW_WRITE_RELEASE: Lazy<Script> =
+    Lazy::new(|| Script::new(include_str!("rw_write_release.lua")));
+/// `rw_write_release.lua` for Redis Cluster: the message goes out by SPUBLISH.
+pub(crate) static RW_WRITE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    Script::new(&include_str!("rw_write_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
+
 /// A script made of the shared functions followed by `body`.
 fn with_prelude(body: &str) -> Script {
     Script::new(&[include_str!("prelude.lua"), body].concat())
@@ -78,5 +102,18 @@ mod tests {
         assert_eq!(plain.matches("'PUBLISH'").count(), 1);
         assert_eq!(sharded.matches("'SPUBLISH'").count(), 1);
         assert!(!sharded.contains("'PUBLISH'"));
+    }
+
+    #[test]
+    fn the_sharded_rwlock_releases_publish_only_on_sharded_channels() {
+        for (plain, publishes) in [
+            (include_str!("rw_read_release.lua"), 1),
+            (include_str!("rw_write_release.lua"), 2),
+        ] {
+            let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
+            assert_eq!(plain.matches("'PUBLISH'").count(), publishes);
+            assert_eq!(sharded.matches("'SPUBLISH'").count(), publishes);
+            assert!(!sharded.contains("'PUBLISH'"));
+        }
     }
 }

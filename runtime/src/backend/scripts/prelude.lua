@@ -1,6 +1,6 @@
--- Functions shared by acquire.lua, release.lua, fence.lua and the semaphore
--- scripts; prepended to each of them when it is built, so each still runs as
--- one atomic script.
+-- Functions shared by acquire.lua, release.lua, fence.lua, the semaphore
+-- scripts and the read/write lock scripts; prepended to each of them when it
+-- is built, so each still runs as one atomic script.
 
 -- The server's time in microseconds.
 local function clock_us()
@@ -36,7 +36,8 @@ end
 
 -- Drops the members of a semaphore's holder set whose lease has ended (their
 -- score, the expiry in server ms, is not after now), so that a crashed
--- holder's permit comes back when its lease ends. Returns now in ms.
+-- holder's permit comes back when its lease ends; also serves a read/write
+-- lock's readers and writers' intents. Returns now in ms.
 local function drop_expired_permits(holders_key)
   local now_ms = math.floor(clock_us() / 1000)
   redis.call('ZREMRANGEBYSCORE', holders_key, '-inf', now_ms)

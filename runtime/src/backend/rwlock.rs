@@ -1,0 +1,126 @@
+//! The steps of a read/write lock on one Redis server (or one Cluster slot),
+//! each one script and one round trip.
+//!
+//! A read/write lock lives in three keys of one slot (see `keys`): the
+//! writer key, holding the writer's owner token with its lease as TTL (a
+//! lock's key, so the writer renews with `renew.lua` and gets fencing tokens
+//! from `fence.lua`); the readers, a sorted set of owner token -> lease end
+//! like a semaphore's holders (so a reader renews with `semaphore_renew.lua`);
+//! and the writers' intents, a sorted set of waiting writer -> when its place
+//! ends, which new readers respect. Waiters reuse the release notifications
+//! (`notify`): readers wait on the writer key's channel, where a writer's
+//! release wakes them all, and writers on the readers' channel, where a
+//! reader's release (or a writer's) wakes one of them (see
+//! [`LockKey::channel`]).
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::RedisError;
+
+use super::commands::attempt_from_reply;
+use super::scripts;
+use super::{Attempt, LockKey};
+use crate::token::OwnerToken;
+
+/// Runs `rw_read_acquire.lua` once: a read lease of `key` for `ttl_ms`,
+/// unless a writer holds the lock or waits for it.
+pub(super) async fn acquire_read(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<Attempt, RedisError> {
+    let (granted, value): (i64, i64) = scripts::RW_READ_ACQUIRE
+        .key(&key.lock)
+        .key(&key.readers)
+        .key(&key.queue)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .invoke_async(connection)
+        .await?;
+    Ok(attempt_from_reply(granted, value))
+}
+
+/// Runs `rw_write_acquire.lua` once: the write lease of `key` for `ttl_ms`
+/// if nobody holds the lock; otherwise, unless `intent_for` is zero, this
+/// writer's intent is kept for that long, holding new readers back.
+pub(super) async fn acquire_write(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+    intent_for: Duration,
+) -> Result<Attempt, RedisError> {
+    let (granted, value): (i64, i64) = scripts::RW_WRITE_ACQUIRE
+        .key(&key.lock)
+        .key(&key.readers)
+        .key(&key.queue)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .arg(u64::try_from(intent_for.as_millis()).unwrap_or(u64::MAX))
+        .invoke_async(connection)
+        .await?;
+    Ok(attempt_from_reply(granted, value))
+}
+
+/// Runs `semaphore_renew.lua` on the readers: whether our read lease was
+/// extended.
+pub(super) async fn renew_read(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    ttl_ms: u64,
+) -> Result<bool, RedisError> {
+    let renewed: i64 = scripts::SEMAPHORE_RENEW
+        .key(&key.readers)
+        .arg(token.as_str())
+        .arg(ttl_ms)
+        .invoke_async(connection)
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// Runs `rw_read_release.lua` once: whether our read lease was given back.
+/// `sharded`: the release message goes out by SPUBLISH (Redis Cluster).
+pub(super) async fn release_read(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    sharded: bool,
+) -> Result<bool, RedisError> {
+    let script = if sharded {
+        &*scripts::RW_READ_RELEASE_SHARDED
+    } else {
+        &*scripts::RW_READ_RELEASE
+    };
+    let released: i64 = script
+        .key(&key.readers)
+        .arg(token.as_str())
+        .invoke_async(connection)
+        .await?;
+    Ok(released == 1)
+}
+
+/// Runs `rw_write_release.lua` once: whether our write lease was given
+/// back; a waiting writer's intent is withdrawn either way.
+pub(super) async fn release_write(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    token: &OwnerToken,
+    sharded: bool,
+) -> Result<bool, RedisError> {
+    let script = if sharded {
+        &*scripts::RW_WRITE_RELEASE_SHARDED
+    } else {
+        &*scripts::RW_WRITE_RELEASE
+    };
+    let released: i64 = script
+        .key(&key.lock)
+        .key(&key.queue)
+        .key(&key.readers)
+        .arg(token.as_str())
+        .invoke_async(connection)
+        .await?;
+    Ok(released == 1)
+}

@@ -1,0 +1,26 @@
+-- Give the write lease back if it is still ours, or withdraw a waiting
+-- writer's intent; wake every waiter either way.
+-- KEYS[1]  writer key (see rw_read_acquire.lua), also the channel readers
+--          wait on
+-- KEYS[2]  writers' intents
+-- KEYS[3]  readers, also the channel writers wait on
+-- ARGV[1]  owner token
+-- Returns 1 when our write lease was given back, 0 when it was no longer
+-- ours (its lease had ended, or the key was deleted or taken over).
+--
+-- A writer that gives up waiting calls this too: its intent leaves the set,
+-- and if that was the last one, readers it held back may now get in. Both
+-- cases publish `*` to readers, which wakes every waiting reader of each
+-- listening process (see backend/notify.rs), as any number of them may
+-- enter at once, and `1` to writers, which wakes one of each process.
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  released = 1
+end
+local withdrawn = redis.call('ZREM', KEYS[2], ARGV[1])
+if released == 1 or withdrawn == 1 then
+  redis.call('PUBLISH', KEYS[1], '*')
+  redis.call('PUBLISH', KEYS[3], '1')
+end
+return released
