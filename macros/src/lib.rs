@@ -60,6 +60,14 @@ use proc_macro::TokenStream;
 ///   semaphore fails at once with `LockError::AlreadyHeld`. `keys`,
 ///   `on_busy`, `hold_at_least`, `fenced`, `reentrant` and `min_replicas` do
 ///   not go with it.
+/// - `mode = "read"` or `mode = "write"` (with `key`): run the body under a
+///   read lease or the write lease of the key's read/write lock instead of
+///   its lock: many readers at once or one writer, and a waiting writer
+///   holds new readers back (see `LockManager::acquire_read`). A read inside
+///   a write of the same key re-enters; a write inside a read fails at once
+///   with `LockError::UpgradeRefused`. `fenced = true` goes with `"write"`
+///   only; `permits`, `keys`, `on_busy`, `hold_at_least` and `min_replicas`
+///   do not go with it.
 /// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
 ///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
 ///   `"1m30s"`.

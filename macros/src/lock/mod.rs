@@ -17,7 +17,7 @@ use crate::shared::args::krate;
 use crate::shared::errors::{with_error, Errors};
 use crate::shared::mention::mention_params;
 use crate::shared::signature::{self, Requirements};
-use options::{OnBusy, OnLost, Options};
+use options::{Mode, OnBusy, OnLost, Options};
 
 const REQUIREMENTS: Requirements = Requirements {
     attribute: "#[distributed_lock]",
@@ -108,14 +108,22 @@ fn rewrite(
     // The call is spanned at the return type: an error type without
     // `From<LockError>` is reported there.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
-    let (entry, key_type) = match (options.on_busy, options.several, options.permits) {
-        (_, true, _) => (
+    let one_key = quote!(::std::string::String);
+    let (entry, key_type) = match (
+        options.on_busy,
+        options.several,
+        options.permits,
+        options.mode,
+    ) {
+        (_, true, ..) => (
             quote!(locked_all),
             quote!(::std::vec::Vec<::std::string::String>),
         ),
-        (_, false, Some(_)) => (quote!(permitted), quote!(::std::string::String)),
-        (OnBusy::Wait, false, None) => (quote!(locked), quote!(::std::string::String)),
-        (OnBusy::Skip, false, None) => (quote!(locked_or_skipped), quote!(::std::string::String)),
+        (_, false, Some(_), _) => (quote!(permitted), one_key),
+        (_, false, None, Some(Mode::Read)) => (quote!(read_locked), one_key),
+        (_, false, None, Some(Mode::Write)) => (quote!(write_locked), one_key),
+        (OnBusy::Wait, false, None, None) => (quote!(locked), one_key),
+        (OnBusy::Skip, false, None, None) => (quote!(locked_or_skipped), one_key),
     };
     // `permitted` takes the number of permits after the key.
     let permits = options.permits.map(|permits| {

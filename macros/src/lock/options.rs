@@ -28,6 +28,31 @@ const MIN_REPLICAS: &str = "min_replicas";
 const REPLICA_TIMEOUT: &str = "replica_timeout";
 const ALLOW_OPEN_TRANSACTION: &str = "allow_open_transaction";
 const PERMITS: &str = "permits";
+const MODE: &str = "mode";
+
+/// The options that do not go with `mode`, and why.
+const NOT_WITH_MODE: [(&str, &str); 5] = [
+    (
+        PERMITS,
+        "a read/write lock admits many readers or one writer, not N holders; write one of them",
+    ),
+    (
+        KEYS,
+        "a read/write lock has one key; write `key = \"...\"` with `mode`",
+    ),
+    (
+        ON_BUSY,
+        "a call waits up to `wait` for the read/write lock, then fails with `LockError::Timeout`",
+    ),
+    (
+        HOLD_AT_LEAST,
+        "a read or write lease is given back as soon as the body ends",
+    ),
+    (
+        MIN_REPLICAS,
+        "read/write leases are not replicated before the body runs",
+    ),
+];
 
 /// The options that do not go with `permits`, and why.
 const NOT_WITH_PERMITS: [(&str, &str); 6] = [
@@ -60,6 +85,7 @@ const SPEC: Spec = Spec {
         KEY,
         KEYS,
         PERMITS,
+        MODE,
         TTL,
         WAIT,
         RENEW,
@@ -88,6 +114,9 @@ pub(crate) struct Options {
     /// `permits = N`: the body runs under one of N permits of the key's
     /// semaphore instead of its lock.
     pub(crate) permits: Option<u32>,
+    /// `mode = "read"` or `"write"`: the body runs under a read or the
+    /// write lease of the key's read/write lock instead of its lock.
+    pub(crate) mode: Option<Mode>,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) renew: Option<bool>,
@@ -118,6 +147,13 @@ pub(crate) enum OnBusy {
     Skip,
 }
 
+/// Which lease of a read/write lock the body runs under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Read,
+    Write,
+}
+
 /// What the body does when the lease is lost.
 #[derive(Clone, Copy)]
 pub(crate) enum OnLost {
@@ -139,7 +175,23 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
             }
         }
     }
+    if args.name_of(MODE).is_some() {
+        for (option, why) in NOT_WITH_MODE {
+            if let Some(name) = args.name_of(option) {
+                let message = format!("`{option}` cannot be used with `{MODE}`: {why}");
+                errors.push(syn::Error::new(name.span(), message));
+            }
+        }
+    }
     let permits = read(&mut args, PERMITS, permit_count, errors);
+    let mode = read(&mut args, MODE, mode, errors);
+    if let (Some((Mode::Read, _)), Some(fenced)) = (mode, args.name_of(FENCED)) {
+        let message = format!(
+            r#"`{FENCED}` cannot be used with `{MODE} = "read"`: readers carry no fencing token (writers' tokens rise with every writer)"#
+        );
+        errors.push(syn::Error::new(fenced.span(), message));
+    }
+    let mode = mode.map(|(mode, _)| mode);
     let (keys, several) = match (args.take(KEY), args.take(KEYS)) {
         (Some(key), None) => (
             errors
@@ -192,6 +244,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         keys: keys?,
         several,
         permits,
+        mode,
         ttl_ms: ttl.map(|(ms, _)| ms),
         wait_ms: wait.map(|(ms, _)| ms),
         renew,
@@ -395,6 +448,21 @@ fn hold(value: &Expr, option: &str) -> syn::Result<u64> {
         return Err(syn::Error::new(span, message));
     }
     Ok(ms)
+}
+
+/// `"read"` or `"write"`, with the span of the literal.
+fn mode(value: &Expr, option: &str) -> syn::Result<(Mode, Span)> {
+    let text = args::string(value, option, r#""read""#)?;
+    match text.value().as_str() {
+        "read" => Ok((Mode::Read, text.span())),
+        "write" => Ok((Mode::Write, text.span())),
+        other => {
+            let message = format!(
+                r#"unknown `{option}` {other:?}: `{option}` takes "read" (many readers at once, no writer) or "write" (one writer, no reader)"#
+            );
+            Err(syn::Error::new(text.span(), message))
+        }
+    }
 }
 
 /// `"cancel"` or `"continue"`.
