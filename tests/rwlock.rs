@@ -1,0 +1,540 @@
+//! Read/write locks (`LockManager::acquire_read` / `acquire_write`,
+//! `#[distributed_lock(mode = "read" | "write")]`) against a real
+//! redis-server, a Redis Cluster and in memory: a writer never overlaps a
+//! reader or another writer, a waiting writer is not starved by arriving
+//! readers, a SIGKILLed reader's lease ends with its TTL, re-entrancy
+//! (downgrade re-enters, upgrade fails at once), writers' fencing tokens
+//! rise, a lost read lease is reported, cancellation leaves nothing behind.
+//!
+//! The names follow the default namespace: the read/write lock on `k` keeps
+//! its writer in `lock-rw:k`, its readers in the sorted set `lock-read:k`
+//! and its waiting writers in `lock-intent:k`. Every loop is bounded in
+//! count and time.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use distributed_lock::{distributed_lock, fencing_token, LockError, LockManager, LockOptions};
+use distributed_lock_testkit::{poll_until, RedisServer};
+use support::{
+    connect, drop_after_polls, join_within, long, poll_async, redlock, waiting, within, Harness,
+    PROMPTLY,
+};
+
+/// Which lease a logged visit held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+/// Visits made under the lock: kind, and start and end taken inside it.
+#[derive(Default)]
+struct Log(Mutex<Vec<(Kind, Instant, Instant)>>);
+
+impl Log {
+    /// Stays inside a little (yielding to the others), and records the visit.
+    async fn visit(&self, kind: Kind) {
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        self.0.lock().unwrap().push((kind, start, Instant::now()));
+    }
+
+    /// Panics if a write visit overlaps any other visit; returns the largest
+    /// number of reads that overlapped one read (to show readers did share).
+    fn check(&self) -> usize {
+        let visits = self.0.lock().unwrap();
+        let mut most_shared = 0;
+        for (i, (kind, start, end)) in visits.iter().enumerate() {
+            let overlapping: Vec<&(Kind, Instant, Instant)> = visits
+                .iter()
+                .enumerate()
+                .filter(|(j, (_, other_start, other_end))| {
+                    *j != i && other_start < end && start < other_end
+                })
+                .map(|(_, visit)| visit)
+                .collect();
+            if *kind == Kind::Write {
+                assert!(overlapping.is_empty(), "a write overlapped {overlapping:?}");
+            }
+            most_shared = most_shared.max(overlapping.len());
+        }
+        most_shared
+    }
+}
+
+/// `tasks` tasks spread over `managers`, every fifth a writer, each visit
+/// the read/write lock `catalog` once (waiting up to 60 s): all done within
+/// 90 s, no write overlapping any other visit, and some reads shared.
+async fn writers_never_overlap_anyone(managers: &[LockManager], tasks: usize) {
+    let log = Arc::new(Log::default());
+    let handles = (0..tasks)
+        .map(|task| {
+            let locks = managers[task % managers.len()].clone();
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let options = waiting(Duration::from_secs(60));
+                if task % 5 == 0 {
+                    let guard = locks.acquire_write("catalog", options).await.unwrap();
+                    log.visit(Kind::Write).await;
+                    guard.release().await.expect("still our write lease");
+                } else {
+                    let guard = locks.acquire_read("catalog", options).await.unwrap();
+                    log.visit(Kind::Read).await;
+                    guard.release().await.expect("still our read lease");
+                }
+            })
+        })
+        .collect();
+    join_within(handles, Duration::from_secs(90), "every task's visit").await;
+    assert_eq!(log.0.lock().unwrap().len(), tasks);
+    assert!(log.check() > 0, "no two reads ever shared the lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_tasks_over_three_managers_never_overlap_a_writer() {
+    let server = RedisServer::start();
+    let mut managers = Vec::new();
+    for _ in 0..3 {
+        managers.push(connect(&server.url()).await);
+    }
+    writers_never_overlap_anyone(&managers, 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_writers_never_overlap_anyone() {
+    let harness = Harness::cluster().await;
+    writers_never_overlap_anyone(&[harness.a.clone(), harness.b.clone()], 60).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_writers_never_overlap_anyone() {
+    writers_never_overlap_anyone(&[LockManager::in_memory()], 200).await;
+}
+
+/// Readers keep arriving, each holding 60 ms, a new one every 10 ms (so
+/// readers are always inside): a writer that starts waiting among them gets
+/// the lock within 2 s, while readers still arrive.
+async fn waiting_writer_is_not_starved(readers: &LockManager, writer: &LockManager) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let arrivals = {
+        let (readers, stop) = (readers.clone(), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut visits = Vec::new();
+            for _ in 0..1000 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let readers = readers.clone();
+                visits.push(tokio::spawn(async move {
+                    let guard = readers
+                        .acquire_read("hot", waiting(Duration::from_secs(20)))
+                        .await
+                        .expect("a reader gets in once the writer is done");
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    guard.release().await.unwrap();
+                }));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            visits
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let guard = writer
+        .acquire_write("hot", waiting(Duration::from_secs(5)))
+        .await
+        .expect("the writer is not starved");
+    let waited = started.elapsed();
+    assert!(!arrivals.is_finished(), "readers stopped arriving");
+    guard.release().await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        waited < Duration::from_secs(2),
+        "the writer waited {waited:?} among arriving readers"
+    );
+    let visits = within(arrivals).await.unwrap();
+    join_within(visits, Duration::from_secs(30), "the readers").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_writer_completes_while_readers_keep_arriving() {
+    let harness = Harness::redis().await;
+    waiting_writer_is_not_starved(&harness.a, &harness.b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_waiting_writer_completes_while_readers_keep_arriving() {
+    let harness = Harness::memory();
+    waiting_writer_is_not_starved(&harness.a, &harness.b).await;
+}
+
+/// Inside a write scope, a read of the same key re-enters the write lease
+/// (no new lease: nothing is added to the readers) and sees the writer's
+/// fencing token; nested scopes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_inside_write_re_enters() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let inner = locks.clone();
+    let server_ref = &server;
+    let outcome = within(locks.with_write("doc", long(), async move {
+        let written = fencing_token().await.unwrap();
+        let read = inner.acquire_read("doc", long()).await.unwrap();
+        let readers = server_ref.command(&["EXISTS", "lock-read:doc"]).unwrap();
+        let nested = inner
+            .with_read("doc", long(), async { fencing_token().await.unwrap() })
+            .await
+            .unwrap();
+        (read.is_reentered(), readers.as_integer(), written, nested)
+    }))
+    .await
+    .unwrap();
+    let (reentered, readers, written, nested) = outcome;
+    assert!(reentered, "the read re-entered the write lease");
+    assert_eq!(readers, Some(0), "the downgrade took no read lease");
+    assert_eq!(written, nested, "the nested read sees the writer's token");
+    assert!(within(locks.try_acquire_write("doc", long()))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+/// Inside a read scope, a write of the same key fails at once (not after
+/// its 30 s wait) with `UpgradeRefused`; a read re-enters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_inside_read_fails_at_once() {
+    let locks = LockManager::in_memory();
+    let inner = locks.clone();
+    let started = Instant::now();
+    let (write, read) = within(locks.with_read("doc", long(), async move {
+        let write = inner
+            .acquire_write("doc", waiting(Duration::from_secs(30)))
+            .await
+            .map(drop);
+        let read = inner.acquire_read("doc", long()).await.unwrap();
+        (write, read.is_reentered())
+    }))
+    .await
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    match write {
+        Err(err @ LockError::UpgradeRefused { .. }) => {
+            assert!(
+                err.to_string()
+                    .contains("write lock around the whole scope"),
+                "{err}"
+            );
+        }
+        other => panic!("expected UpgradeRefused, got {other:?}"),
+    }
+    assert!(read, "a read inside a read re-enters");
+}
+
+/// Writers on two managers, one after another, get fencing tokens that
+/// strictly increase; readers get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_fencing_tokens_strictly_increase() {
+    let harness = Harness::redis().await;
+    let mut last = 0;
+    for round in 0..10 {
+        let guard = within(
+            harness
+                .alternate(round)
+                .acquire_write("ledger", long().fenced(true)),
+        )
+        .await
+        .unwrap();
+        let token = guard.fencing_token().await.unwrap();
+        assert!(token > last, "writer {round}: token {token} after {last}");
+        last = token;
+        let reader = harness
+            .alternate(round + 1)
+            .try_acquire_read("ledger", long())
+            .await
+            .unwrap();
+        assert!(reader.is_none(), "a reader got in beside writer {round}");
+        guard.release().await.unwrap();
+    }
+    let fenced_read = harness.a.acquire_read("ledger", long().fenced(true)).await;
+    assert!(
+        matches!(fenced_read, Err(LockError::InvalidOptions(_))),
+        "{fenced_read:?}"
+    );
+    let in_read_scope = harness
+        .a
+        .with_read("ledger", long(), fencing_token())
+        .await
+        .unwrap();
+    assert!(
+        matches!(in_read_scope, Err(LockError::InvalidOptions(_))),
+        "{in_read_scope:?}"
+    );
+}
+
+/// A read lease whose member is removed behind its back is reported lost by
+/// its next renewal, its release says so, and a writer can get in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_reader_is_reported_lost() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let options = LockOptions::new().ttl(Duration::from_millis(900));
+    let guard = within(locks.acquire_read("doc", options)).await.unwrap();
+    let removed = server
+        .command(&["ZREM", "lock-read:doc", guard.token()])
+        .unwrap();
+    assert_eq!(removed.as_integer(), Some(1));
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the loss is reported by the next renewal");
+    assert!(guard.is_lost());
+    let writer = within(locks.try_acquire_write("doc", long()))
+        .await
+        .unwrap();
+    assert!(writer.is_some(), "the removed reader still blocks writers");
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::LeaseLost { .. })
+    ));
+}
+
+/// Acquisitions dropped at each of their `.await` points in turn, on a free
+/// lock and behind a holder, leave nothing behind: afterwards a writer gets
+/// the lock at once (no reader or writer left) and a reader too (no
+/// writer's intent left).
+async fn cancelled_acquisitions_leave_nothing(locks: &LockManager) {
+    let is_free = || async {
+        let Some(writer) = locks.try_acquire_write("cancel", long()).await.unwrap() else {
+            return false;
+        };
+        writer.release().await.unwrap();
+        let Some(reader) = locks.try_acquire_read("cancel", long()).await.unwrap() else {
+            return false;
+        };
+        reader.release().await.unwrap();
+        true
+    };
+    for write in [false, true] {
+        let mut completed = false;
+        for polls in 1..=30 {
+            let released = if write {
+                let acquired = drop_after_polls(locks.acquire_write("cancel", long()), polls).await;
+                match acquired {
+                    Some(guard) => Some(guard.unwrap().release().await),
+                    None => None,
+                }
+            } else {
+                let acquired = drop_after_polls(locks.acquire_read("cancel", long()), polls).await;
+                match acquired {
+                    Some(guard) => Some(guard.unwrap().release().await),
+                    None => None,
+                }
+            };
+            if let Some(released) = released {
+                released.expect("still ours");
+                completed = true;
+                break;
+            }
+            assert!(
+                poll_async(PROMPTLY, is_free).await,
+                "a {} acquisition dropped after {polls} polls left something behind",
+                if write { "write" } else { "read" }
+            );
+        }
+        assert!(completed, "an acquisition completes within 30 polls");
+    }
+    // A writer waiting behind a reader, dropped asleep or timed out, leaves
+    // no intent: readers get in again.
+    let reader = locks.acquire_read("cancel", long()).await.unwrap();
+    for polls in 1..=4 {
+        let writer = locks.acquire_write("cancel", waiting(Duration::from_millis(300)));
+        let outcome = within(drop_after_polls(writer, polls)).await;
+        assert!(
+            matches!(outcome, None | Some(Err(LockError::Timeout { .. }))),
+            "a writer behind a reader got {outcome:?}"
+        );
+        let another = poll_async(PROMPTLY, || async {
+            match locks.try_acquire_read("cancel", long()).await.unwrap() {
+                Some(guard) => {
+                    guard.release().await.unwrap();
+                    true
+                }
+                None => false,
+            }
+        })
+        .await;
+        assert!(
+            another,
+            "a dropped writer's intent still holds readers back"
+        );
+    }
+    reader.release().await.unwrap();
+    assert!(
+        poll_async(PROMPTLY, is_free).await,
+        "something was left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_acquisitions_leave_nothing_behind() {
+    let harness = Harness::redis().await;
+    cancelled_acquisitions_leave_nothing(&harness.a).await;
+    let left = harness.server().command(&["DBSIZE"]).unwrap();
+    assert_eq!(left.as_integer(), Some(0), "keys left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_cancelled_acquisitions_leave_nothing_behind() {
+    cancelled_acquisitions_leave_nothing(&LockManager::in_memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_cancelled_acquisitions_leave_nothing_behind() {
+    let harness = Harness::cluster().await;
+    cancelled_acquisitions_leave_nothing(&harness.a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_refuses_read_write_locks() {
+    let nodes = [RedisServer::start()];
+    let locks = redlock(&nodes).await;
+    for result in [
+        locks.try_acquire_read("k", long()).await.map(drop),
+        locks.try_acquire_write("k", long()).await.map(drop),
+    ] {
+        match result {
+            Err(LockError::InvalidOptions(message)) => assert!(message.contains("Redlock")),
+            other => panic!("expected InvalidOptions, got {other:?}"),
+        }
+    }
+}
+
+/// A catalog read and written through the attribute.
+struct Catalog {
+    locks: LockManager,
+    log: Arc<Log>,
+}
+
+impl Catalog {
+    #[distributed_lock(key = "catalog:{id}", mode = "read", wait = "30s", manager = self.locks)]
+    async fn show(&self, id: u32) -> Result<(), LockError> {
+        let _ = id;
+        self.log.visit(Kind::Read).await;
+        Ok(())
+    }
+
+    /// A read that logs nothing, called inside `update`.
+    #[distributed_lock(key = "catalog:{id}", mode = "read", manager = self.locks)]
+    async fn peek(&self, id: u32) -> Result<bool, LockError> {
+        let _ = id;
+        Ok(true)
+    }
+
+    #[distributed_lock(key = "catalog:{id}", mode = "write", wait = "30s", fenced = true, manager = self.locks)]
+    async fn update(&self, id: u32) -> Result<u64, LockError> {
+        // A read inside the write re-enters at once.
+        assert!(self.peek(id).await?);
+        self.log.visit(Kind::Write).await;
+        fencing_token().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn annotated_reads_and_writes_never_overlap() {
+    let server = RedisServer::start();
+    let log = Arc::new(Log::default());
+    let mut calls = Vec::new();
+    for call in 0..30 {
+        let catalog = Catalog {
+            locks: connect(&server.url()).await,
+            log: Arc::clone(&log),
+        };
+        calls.push(tokio::spawn(async move {
+            if call % 3 == 0 {
+                assert!(catalog.update(7).await.expect("the write lock within 30 s") > 0);
+            } else {
+                catalog.show(7).await.expect("a read lease within 30 s");
+            }
+        }));
+    }
+    join_within(calls, Duration::from_secs(60), "the annotated calls").await;
+    let writes = log
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(kind, ..)| *kind == Kind::Write)
+        .count();
+    assert_eq!(writes, 10);
+    log.check();
+}
+
+/// The read lease in the holder process below.
+const DYING_TTL: Duration = Duration::from_millis(1500);
+
+/// The holder process of the test below: takes a read lease on `dying` and
+/// holds it until it is killed. Run only as a child process.
+#[tokio::test]
+#[ignore = "a child process of `killed_readers_lease_ends_with_its_ttl`"]
+async fn reader_process() {
+    let Ok(url) = std::env::var("RWLOCK_CHILD_URL") else {
+        return;
+    };
+    let locks = LockManager::connect(&url).await.expect("connect");
+    let _reader = locks
+        .acquire_read("dying", LockOptions::new().ttl(DYING_TTL))
+        .await
+        .expect("no writer");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+fn start_reader_process(url: &str) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "reader_process", "--ignored", "--quiet"])
+        .env("RWLOCK_CHILD_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the reader process")
+}
+
+/// A reader killed with SIGKILL blocks writers until its lease ends: not
+/// before (its last renewal was at most ttl/3 before the kill), and not much
+/// after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_readers_lease_ends_with_its_ttl() {
+    let server = RedisServer::start();
+    let mut child = start_reader_process(&server.url());
+    let held = || {
+        server
+            .command(&["ZCARD", "lock-read:dying"])
+            .is_ok_and(|members| members.as_integer() == Some(1))
+    };
+    assert!(
+        poll_until(Duration::from_secs(20), held),
+        "the reader process took its lease"
+    );
+    // Past its first renewal, so the lease runs a full ttl from a renewal.
+    tokio::time::sleep(DYING_TTL / 2).await;
+    child.kill().expect("SIGKILL the reader");
+    child.wait().expect("reap it");
+    let killed = Instant::now();
+
+    let locks = connect(&server.url()).await;
+    let writer = within(locks.acquire_write("dying", waiting(Duration::from_secs(10))))
+        .await
+        .expect("the dead reader's lease ends");
+    let waited = killed.elapsed();
+    assert!(
+        waited >= DYING_TTL * 2 / 3 - Duration::from_millis(50),
+        "a writer got in {waited:?} after the kill, while the reader's lease still ran"
+    );
+    assert!(
+        waited < DYING_TTL + Duration::from_secs(1),
+        "the dead reader blocked the writer {waited:?}"
+    );
+    writer.release().await.unwrap();
+}
