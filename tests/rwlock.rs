@@ -1,6 +1,6 @@
 //! Read/write locks (`LockManager::acquire_read` / `acquire_write`,
 //! `#[distributed_lock(mode = "read" | "write")]`) against a real
-//! redis-server, a Redis Cluster and in memory: a writer never overlaps a
+//! redis-server, a Redis Cluster, a Sentinel-managed primary and in memory: a writer never overlaps a
 //! reader or another writer, a waiting writer is not starved by arriving
 //! readers, a SIGKILLed reader's lease ends with its TTL, re-entrancy
 //! (downgrade re-enters, upgrade fails at once), writers' fencing tokens
@@ -108,6 +108,12 @@ async fn two_hundred_tasks_over_three_managers_never_overlap_a_writer() {
 async fn cluster_writers_never_overlap_anyone() {
     let harness = Harness::cluster().await;
     writers_never_overlap_anyone(&[harness.a.clone(), harness.b.clone()], 60).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sentinel_writers_never_overlap_anyone() {
+    let harness = Harness::sentinel().await;
+    writers_never_overlap_anyone(&[harness.a.clone(), harness.b.clone()], 40).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
