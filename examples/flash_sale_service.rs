@@ -1,6 +1,7 @@
 //! Flash sale as an HTTP service: `POST /buy/{sku}` buys one unit in a SQLite
 //! transaction opened inside a Redis lock on the SKU, so the next buyer
-//! always reads the committed stock. `GET /stock/{sku}` shows what is left.
+//! always reads the committed stock. `GET /stock/{sku}` shows what is left,
+//! `GET /metrics` the locks' metrics in the Prometheus text format.
 //!
 //! Runs with no set-up: an embedded SQLite file in a temporary directory, and
 //! its own temporary redis-server unless `REDIS_URL` is set. Listens on
@@ -14,7 +15,8 @@
 //!
 //! Options: `--self-test` (fire `--buyers N` concurrent POSTs at itself over
 //! loopback, print sold/stock/oversold and exit; default 500 buyers),
-//! `--stock N` (units per SKU, default 100).
+//! `--stock N` (units per SKU, default 100). The self-test ends by scraping
+//! its own `/metrics` and printing the lock metrics.
 
 use std::fmt;
 use std::future::IntoFuture;
@@ -29,6 +31,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use distributed_lock::{distributed_lock, fencing_token, transactional, LockError, LockManager};
 use distributed_lock_testkit::RedisServer;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -164,10 +167,24 @@ async fn stock(State(shop): State<Arc<Shop>>, Path(sku): Path<String>) -> (Statu
     }
 }
 
-fn router(shop: Arc<Shop>) -> Router {
+/// Histogram buckets of the lock's `*_seconds` metrics (wait and hold times):
+/// from a millisecond to the longest `wait` this service allows.
+const SECONDS_BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+
+/// Installs the Prometheus recorder as the process's `metrics` recorder, so
+/// everything the lock runtime reports can be scraped from `/metrics`.
+fn install_metrics() -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)?
+        .install_recorder()?;
+    Ok(handle)
+}
+
+fn router(shop: Arc<Shop>, metrics: PrometheusHandle) -> Router {
     Router::new()
         .route("/buy/{sku}", post(buy))
         .route("/stock/{sku}", get(stock))
+        .route("/metrics", get(move || async move { metrics.render() }))
         .with_state(shop)
 }
 
@@ -251,21 +268,34 @@ async fn environment(stock: i64) -> Result<Environment, Box<dyn std::error::Erro
     })
 }
 
-/// Sends `POST path` on a fresh connection and returns the status code.
-async fn post_request(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
+/// Sends `METHOD path` on a fresh connection and returns the status code
+/// and the body.
+async fn request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr).await?;
     let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await?;
-    // "HTTP/1.1 200 OK\r\n..."
-    String::from_utf8_lossy(&response)
+    let response = String::from_utf8_lossy(&response);
+    // "HTTP/1.1 200 OK\r\n...\r\n\r\nbody"
+    let malformed = || std::io::Error::other("malformed HTTP response");
+    let (head, body) = response.split_once("\r\n\r\n").ok_or_else(malformed)?;
+    let status = head
         .split(' ')
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .ok_or_else(|| std::io::Error::other("malformed HTTP response"))
+        .ok_or_else(malformed)?;
+    Ok((status, body.to_string()))
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text payload.
+fn sample(payload: &str, name_and_labels: &str) -> Option<f64> {
+    payload.lines().find_map(|line| {
+        let value = line.strip_prefix(name_and_labels)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
 }
 
 /// What the self-test saw.
@@ -286,6 +316,10 @@ struct Report {
     /// Whether the orders' fencing tokens strictly increase in commit order.
     tokens_increase: bool,
     elapsed: Duration,
+    /// The lock's lines of the service's own `/metrics`, scraped after the load.
+    lock_metrics: String,
+    /// `distributed_lock_acquisitions_total` of `stock:{sku}` with outcome `ok`.
+    acquired: f64,
 }
 
 impl Report {
@@ -301,6 +335,7 @@ impl Report {
             && self.orders == expected
             && self.stock + self.orders == self.initial
             && self.tokens_increase
+            && self.acquired == self.buyers as f64
     }
 }
 
@@ -318,17 +353,21 @@ impl fmt::Display for Report {
             self.sold_out,
             self.failed,
             self.tokens_increase,
-        )
+        )?;
+        write!(f, "\nGET /metrics (lock metrics):\n{}", self.lock_metrics)
     }
 }
 
 /// Serves on an ephemeral loopback port, fires `buyers` POSTs at
-/// `/buy/sku-1` (at most [`MAX_IN_FLIGHT`] at once), and reports.
+/// `/buy/sku-1` (at most [`MAX_IN_FLIGHT`] at once), scrapes its own
+/// `/metrics`, and reports.
 async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::error::Error>> {
+    let metrics = install_metrics()?;
     let env = environment(stock).await?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(axum::serve(listener, router(Arc::clone(&env.shop))).into_future());
+    let app = router(Arc::clone(&env.shop), metrics);
+    let server = tokio::spawn(axum::serve(listener, app).into_future());
     let started = Instant::now();
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let requests: Vec<_> = (0..buyers)
@@ -336,20 +375,34 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
             let in_flight = Arc::clone(&in_flight);
             tokio::spawn(async move {
                 let _permit = in_flight.acquire_owned().await;
-                post_request(addr, "/buy/sku-1").await
+                request(addr, "POST", "/buy/sku-1").await
             })
         })
         .collect();
     let (mut sold, mut sold_out, mut failed) = (0, 0, 0);
     for request in requests {
         match request.await? {
-            Ok(200) => sold += 1,
-            Ok(409) => sold_out += 1,
+            Ok((200, _)) => sold += 1,
+            Ok((409, _)) => sold_out += 1,
             _ => failed += 1,
         }
     }
     let elapsed = started.elapsed();
+    let (status, scraped) = request(addr, "GET", "/metrics").await?;
+    if status != 200 {
+        return Err(format!("GET /metrics answered {status}").into());
+    }
     server.abort();
+    let lock_metrics: String = scraped
+        .lines()
+        .filter(|line| line.starts_with("distributed_lock_") && !line.contains("_bucket{"))
+        .map(|line| format!("  {line}\n"))
+        .collect();
+    let acquired = sample(
+        &scraped,
+        r#"distributed_lock_acquisitions_total{lock="stock:{sku}",outcome="ok"}"#,
+    )
+    .unwrap_or(0.0);
     let (units, _) = env.shop.stock("sku-1").await?.ok_or("sku-1 is missing")?;
     let tokens: Vec<i64> =
         sqlx::query_scalar("SELECT fencing_token FROM orders WHERE sku = 'sku-1' ORDER BY id")
@@ -365,11 +418,14 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
         orders: tokens.len() as i64,
         tokens_increase: tokens.windows(2).all(|pair| pair[0] < pair[1]),
         elapsed,
+        lock_metrics,
+        acquired,
     })
 }
 
 /// Serves until Ctrl-C.
 async fn serve(stock: i64) -> Result<(), Box<dyn std::error::Error>> {
+    let metrics = install_metrics()?;
     let env = environment(stock).await?;
     let port: u16 = match std::env::var("PORT") {
         Ok(port) => port
@@ -383,13 +439,28 @@ async fn serve(stock: i64) -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on http://{addr}");
     println!("try: curl -X POST http://{addr}/buy/sku-1");
     println!("     curl http://{addr}/stock/sku-1");
+    println!("     curl http://{addr}/metrics");
     println!("stop with Ctrl-C");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    axum::serve(listener, router(Arc::clone(&env.shop)))
+    // Drains the histograms now and then, so memory stays bounded however
+    // rarely `/metrics` is scraped.
+    let upkeep = tokio::spawn({
+        let metrics = metrics.clone();
+        async move {
+            let mut every = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                metrics.run_upkeep();
+            }
+        }
+    });
+    let served = axum::serve(listener, router(Arc::clone(&env.shop), metrics))
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    upkeep.abort();
+    served?;
     Ok(())
 }
 
@@ -450,5 +521,14 @@ mod tests {
         let report = self_test(200, 50).await.expect("self-test");
         assert!(report.is_consistent(), "{report}");
         assert_eq!((report.sold, report.sold_out, report.stock), (50, 150, 0));
+        for histogram in ["wait", "hold"] {
+            let count =
+                format!("distributed_lock_{histogram}_seconds_count{{lock=\"stock:{{sku}}\"}}");
+            assert_eq!(
+                sample(&report.lock_metrics.replace("  ", ""), &count),
+                Some(200.0),
+                "{report}"
+            );
+        }
     }
 }
