@@ -287,7 +287,7 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<
         .nth(1)
         .and_then(|code| code.parse().ok())
         .ok_or_else(malformed)?;
-    Ok((status, body.to_string()))
+    Ok((status, body.to_owned()))
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text payload.
@@ -318,7 +318,7 @@ struct Report {
     elapsed: Duration,
     /// The lock's lines of the service's own `/metrics`, scraped after the load.
     lock_metrics: String,
-    /// `distributed_lock_acquisitions_total` of `stock:{sku}` with outcome `ok`.
+    /// `distributed_lock_acquisitions_total` of the lock `stock:{sku}` with outcome `ok`.
     acquired: f64,
 }
 
@@ -400,7 +400,7 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
         .collect();
     let acquired = sample(
         &scraped,
-        r#"distributed_lock_acquisitions_total{lock="stock:{sku}",outcome="ok"}"#,
+        r#"distributed_lock_acquisitions_total{lock="stock:{sku}",kind="lock",outcome="ok"}"#,
     )
     .unwrap_or(0.0);
     let (units, _) = env.shop.stock("sku-1").await?.ok_or("sku-1 is missing")?;
@@ -523,7 +523,7 @@ mod tests {
         assert_eq!((report.sold, report.sold_out, report.stock), (50, 150, 0));
         for histogram in ["wait", "hold"] {
             let count =
-                format!("distributed_lock_{histogram}_seconds_count{{lock=\"stock:{{sku}}\"}}");
+                format!("distributed_lock_{histogram}_seconds_count{{lock=\"stock:{{sku}}\",kind=\"lock\"}}");
             assert_eq!(
                 sample(&report.lock_metrics.replace("  ", ""), &count),
                 Some(200.0),

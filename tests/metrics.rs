@@ -2,7 +2,8 @@
 //! debugging recorder installed for this test binary: acquisitions by
 //! outcome, wait and hold times, hand-offs, waiters, renewals and lost
 //! leases, each labelled with the key template or the acquisition's label,
-//! never with the key. Against a real `redis-server`.
+//! never with the key, and with the kind of lease (`lock`, `read`, `write`,
+//! `permit`). Against a real `redis-server`.
 
 mod support;
 
@@ -100,7 +101,7 @@ async fn acquisitions_waits_holds_handoffs_and_waiters_are_labelled_by_template(
         let b = b.clone();
         tokio::spawn(async move { buy(&b, 1, Duration::ZERO).await })
     };
-    let template = [("lock", "mstock:{sku}")];
+    let template = [("lock", "mstock:{sku}"), ("kind", "lock")];
     let waiting = poll_async(PROMPTLY, || async {
         value("distributed_lock_waiters", &template) == Some(1.0)
     })
@@ -125,7 +126,7 @@ async fn acquisitions_waits_holds_handoffs_and_waiters_are_labelled_by_template(
     let outcome = |outcome| {
         value(
             "distributed_lock_acquisitions_total",
-            &[template[0], ("outcome", outcome)],
+            &[template[0], template[1], ("outcome", outcome)],
         )
     };
     assert_eq!(outcome("ok"), Some(3.0));
@@ -153,7 +154,7 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
     snapshotter();
     let server = RedisServer::start();
     let locks = LockManager::connect(&server.url()).await.unwrap();
-    let label = [("lock", "metrics::renewing")];
+    let label = [("lock", "metrics::renewing"), ("kind", "lock")];
     let options = LockOptions::new()
         .ttl(Duration::from_millis(300))
         .label("metrics::renewing");
@@ -161,7 +162,7 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
     let renewed = poll_async(NO_HANG, || async {
         value(
             "distributed_lock_renewals_total",
-            &[label[0], ("outcome", "ok")],
+            &[label[0], label[1], ("outcome", "ok")],
         )
         .is_some_and(|count| count >= 2.0)
     })
@@ -176,7 +177,7 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
     assert_eq!(
         value(
             "distributed_lock_renewals_total",
-            &[label[0], ("outcome", "refused")]
+            &[label[0], label[1], ("outcome", "refused")]
         ),
         Some(1.0)
     );
@@ -189,4 +190,77 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
         Some(1.0)
     );
     assert_eq!(value("distributed_lock_hold_seconds", &label), Some(1.0));
+}
+
+/// Acquisitions, waits, waiters and holds of one lease `kind` under `lock`:
+/// (ok, busy, timeout, waits, holds, waiters now).
+fn kind_totals(lock: &str, kind: &str) -> [Option<f64>; 6] {
+    let labels = [("lock", lock), ("kind", kind)];
+    let outcome = |outcome| {
+        value(
+            "distributed_lock_acquisitions_total",
+            &[labels[0], labels[1], ("outcome", outcome)],
+        )
+    };
+    [
+        outcome("ok"),
+        outcome("busy"),
+        outcome("timeout"),
+        value("distributed_lock_wait_seconds", &labels),
+        value("distributed_lock_hold_seconds", &labels),
+        value("distributed_lock_waiters", &labels),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_reads_and_writes_are_counted_under_their_own_kind() {
+    snapshotter();
+    let server = RedisServer::start();
+    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let options = |label: &str| LockOptions::new().label(label);
+
+    let api = locks.semaphore("m-api", 1);
+    let permit = within(api.acquire(options("m-api"))).await.unwrap();
+    assert!(within(api.try_acquire(options("m-api")))
+        .await
+        .unwrap()
+        .is_none());
+    let waiter = {
+        let api = api.clone();
+        tokio::spawn(async move { api.acquire(options("m-api").wait(NO_HANG)).await })
+    };
+    let waiting = poll_async(PROMPTLY, || async {
+        kind_totals("m-api", "permit")[5] == Some(1.0)
+    })
+    .await;
+    assert!(waiting, "the permit's waiter does not show as waiting");
+    within(permit.release()).await.unwrap();
+    within(within(waiter).await.unwrap().unwrap().release())
+        .await
+        .unwrap();
+    assert_eq!(
+        kind_totals("m-api", "permit"),
+        [Some(2.0), Some(1.0), None, Some(2.0), Some(2.0), Some(0.0)]
+    );
+
+    let reader = within(locks.acquire_read("m-doc", options("m-doc")))
+        .await
+        .unwrap();
+    let writer_timed_out = locks
+        .acquire_write("m-doc", options("m-doc").wait(Duration::from_millis(50)))
+        .await;
+    assert!(matches!(writer_timed_out, Err(LockError::Timeout { .. })));
+    within(reader.release()).await.unwrap();
+    let writer = within(locks.acquire_write("m-doc", options("m-doc")))
+        .await
+        .unwrap();
+    within(writer.release()).await.unwrap();
+    assert_eq!(
+        kind_totals("m-doc", "read"),
+        [Some(1.0), None, None, Some(1.0), Some(1.0), None]
+    );
+    assert_eq!(
+        kind_totals("m-doc", "write"),
+        [Some(1.0), None, Some(1.0), Some(1.0), Some(1.0), Some(0.0)]
+    );
 }

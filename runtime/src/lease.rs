@@ -55,7 +55,7 @@ pub(crate) struct Lease {
     watchdog: Option<Arc<Watchdog>>,
     /// Until when a release keeps the lock (`LockOptions::hold_at_least`).
     hold_until: Option<Instant>,
-    /// The `lock` label of this lease's metrics.
+    /// The `lock` and `kind` labels of this lease's metrics.
     pub(crate) label: MetricLabel,
     /// When the lock was granted (its answer arrived).
     granted_at: Instant,
@@ -83,6 +83,7 @@ impl Lease {
             "lock.hold",
             key = %key.user,
             lock = %label,
+            kind = label.kind(),
             fencing_token = tracing::field::Empty,
             held_ms = tracing::field::Empty,
             lost = tracing::field::Empty,

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use crate::backend::{Attempt, Backend};
 use crate::builder::LockManagerBuilder;
-use crate::keys::{KeySpace, LockKey};
+use crate::keys::{KeyKind, KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
@@ -301,27 +301,9 @@ impl LockManager {
         options: &LockOptions,
         wait: Duration,
     ) -> Result<Option<LockGuard>, LockError> {
-        let label = MetricLabel::new(options.template.as_ref(), options.label.as_ref());
-        let span = tracing::debug_span!(
-            "lock.acquire",
-            key,
-            lock = %label,
-            waited_ms = tracing::field::Empty,
-            acquired = tracing::field::Empty,
-        );
-        let started = Instant::now();
-        let result = self
-            .take(key, options, wait, &label)
-            .instrument(span.clone())
-            .await;
-        label.acquisition(&result, !wait.is_zero());
-        let waited = started.elapsed();
-        span.record("waited_ms", waited.as_millis());
-        span.record("acquired", matches!(result, Ok(Some(_))));
-        if matches!(result, Ok(Some(_))) {
-            label.waited(waited);
-        }
-        result
+        let label = MetricLabel::new(options, KeyKind::Lock);
+        let acquisition = self.take(key, options, wait, &label);
+        label.observe(key, wait, acquisition).await
     }
 
     async fn take(
@@ -595,7 +577,7 @@ impl LockManager {
         requested_at: Instant,
     ) -> Arc<Lease> {
         let key = Arc::new(key);
-        let label = MetricLabel::new(options.template.as_ref(), options.label.as_ref());
+        let label = MetricLabel::new(options, key.kind);
         let mut lease = Lease::new(
             self.clone(),
             Arc::clone(&key),

@@ -16,6 +16,7 @@ use crate::guard::LockGuard;
 use crate::manager::until_lost;
 use crate::pending::PendingAcquire;
 use crate::rw_guard::{ReadGuard, WriteGuard};
+use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::{scope, LockError, LockManager, LockOptions, OnLost};
 
@@ -184,12 +185,26 @@ impl LockManager {
 
     /// A read (`kind` `Read`) or write lease on `key`: a re-entry of the
     /// scope's lease, or one granted within `wait`; `None` when it was not.
+    /// Counted in the metrics and traced in a `lock.acquire` span.
     async fn acquire_rw(
         &self,
         key: &str,
         kind: KeyKind,
         options: &LockOptions,
         wait: Duration,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let label = MetricLabel::new(options, kind);
+        let acquisition = self.take_rw(key, kind, options, wait, &label);
+        label.observe(key, wait, acquisition).await
+    }
+
+    async fn take_rw(
+        &self,
+        key: &str,
+        kind: KeyKind,
+        options: &LockOptions,
+        wait: Duration,
+        label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
         let ttl_ms = checked_ttl(key, kind, options)?;
         let rw_key = self.key_space().rwlock(key, kind);
@@ -218,6 +233,7 @@ impl LockManager {
             Attempt::Busy { .. } if wait.is_zero() => None,
             Attempt::Busy { remaining } => {
                 tracing::debug!(key, ?kind, blocker_remaining = ?remaining, "read/write lock busy; waiting");
+                let _waiting = label.waiting();
                 self.wait_for_rw(&request, started, wait).await?
             }
         };

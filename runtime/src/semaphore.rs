@@ -11,10 +11,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{LockKey, PermitAttempt};
+use crate::backend::{KeyKind, LockKey, PermitAttempt};
 use crate::guard::LockGuard;
 use crate::manager::until_lost;
 use crate::pending::PendingAcquire;
+use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::{LockError, LockManager, LockOptions, OnLost};
 
@@ -209,10 +210,23 @@ impl Semaphore {
         options.ttl_millis()
     }
 
+    /// [`take`](Self::take), counted in the metrics and traced in a
+    /// `lock.acquire` span.
     async fn acquire_within(
         &self,
         options: &LockOptions,
         wait: Duration,
+    ) -> Result<Option<Permit>, LockError> {
+        let label = MetricLabel::new(options, KeyKind::Semaphore);
+        let acquisition = self.take(options, wait, &label);
+        label.observe(&self.key, wait, acquisition).await
+    }
+
+    async fn take(
+        &self,
+        options: &LockOptions,
+        wait: Duration,
+        label: &MetricLabel,
     ) -> Result<Option<Permit>, LockError> {
         let ttl_ms = self.checked_ttl(options)?;
         let key = self.manager.semaphore_key(&self.key);
@@ -241,6 +255,7 @@ impl Semaphore {
             PermitAttempt::Full { .. } if wait.is_zero() => None,
             PermitAttempt::Full { retry_in } => {
                 tracing::debug!(key = self.key, earliest_lease_ends_in = ?retry_in, "semaphore full; waiting for a permit");
+                let _waiting = label.waiting();
                 self.wait_for_permit(&request, started, wait).await?
             }
         };

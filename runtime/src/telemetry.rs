@@ -2,12 +2,14 @@
 //! facade (the application installs an exporter, or none) and the names of
 //! its tracing spans.
 //!
-//! Every metric carries one label, `lock`: the key *template* the attribute
+//! Every metric carries two labels: `lock`, the key *template* the attribute
 //! knows (`stock:{sku}`), else the acquisition's `LockOptions::label`, else
-//! `unlabelled`; never the key itself, so the number of series stays bounded
-//! however many keys there are. Acquisition outcomes add `outcome`.
+//! `unlabelled`, never the key itself, so the number of series stays bounded
+//! however many keys there are; and `kind`, what was acquired: `lock`,
+//! `read` or `write` (a read/write lock's leases), `permit` (a semaphore's).
+//! Acquisition and renewal outcomes add `outcome`.
 //!
-//! | metric | kind | what |
+//! | metric | type | what |
 //! | --- | --- | --- |
 //! | `distributed_lock_acquisitions_total` | counter | acquisitions by `outcome`: `ok`, `busy` (one attempt, held elsewhere), `timeout` (waited `wait` in vain), `error` |
 //! | `distributed_lock_wait_seconds` | histogram | from the call to holding the lock, for `ok` |
@@ -17,10 +19,14 @@
 //! | `distributed_lock_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
 //! | `distributed_lock_waiters` | gauge | tasks of this process waiting for a lock now |
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::LockError;
+use tracing::Instrument;
+
+use crate::backend::KeyKind;
+use crate::{LockError, LockOptions};
 
 /// Acquisitions by outcome.
 pub(crate) const ACQUISITIONS: &str = "distributed_lock_acquisitions_total";
@@ -37,28 +43,73 @@ pub(crate) const HANDOFFS: &str = "distributed_lock_handoffs_total";
 /// Tasks of this process waiting for a lock now.
 pub(crate) const WAITERS: &str = "distributed_lock_waiters";
 
-/// The `lock` label of an acquisition's metrics.
+/// The `lock` and `kind` labels of an acquisition's metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MetricLabel(Arc<str>);
+pub(crate) struct MetricLabel {
+    lock: Arc<str>,
+    kind: &'static str,
+}
 
 impl MetricLabel {
-    /// The key template if known, else the acquisition's label, else `unlabelled`.
-    pub(crate) fn new(template: Option<&Arc<str>>, label: Option<&Arc<str>>) -> Self {
-        MetricLabel(
-            template
-                .or(label)
-                .cloned()
-                .unwrap_or_else(|| Arc::from("unlabelled")),
-        )
+    /// `lock`: the options' key template if known, else their label, else
+    /// `unlabelled`; `kind`: what a key of `kind` holds.
+    pub(crate) fn new(options: &LockOptions, kind: KeyKind) -> Self {
+        let lock = options
+            .template
+            .as_ref()
+            .or(options.label.as_ref())
+            .cloned()
+            .unwrap_or_else(|| Arc::from("unlabelled"));
+        let kind = match kind {
+            KeyKind::Lock => "lock",
+            KeyKind::Semaphore => "permit",
+            KeyKind::Read => "read",
+            KeyKind::Write => "write",
+        };
+        MetricLabel { lock, kind }
     }
 
     fn value(&self) -> String {
-        self.0.to_string()
+        self.lock.to_string()
+    }
+
+    /// The `kind` label: `lock`, `read`, `write` or `permit`.
+    pub(crate) fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Runs `acquisition` of `key`, which waits up to `wait`, in a
+    /// `lock.acquire` span, and counts its outcome and, when it acquired,
+    /// its wait.
+    pub(crate) async fn observe<T>(
+        &self,
+        key: &str,
+        wait: Duration,
+        acquisition: impl Future<Output = Result<Option<T>, LockError>>,
+    ) -> Result<Option<T>, LockError> {
+        let span = tracing::debug_span!(
+            "lock.acquire",
+            key,
+            lock = %self,
+            kind = self.kind,
+            waited_ms = tracing::field::Empty,
+            acquired = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = acquisition.instrument(span.clone()).await;
+        self.acquisition(&result, !wait.is_zero());
+        let waited = started.elapsed();
+        span.record("waited_ms", waited.as_millis());
+        span.record("acquired", matches!(result, Ok(Some(_))));
+        if matches!(result, Ok(Some(_))) {
+            self.waited(waited);
+        }
+        result
     }
 
     /// Counts one acquisition that ended with `result`: `Ok(Some(_))` held,
     /// `Ok(None)` busy or timed out (`waited` says which).
-    pub(crate) fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
+    fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
         let outcome = match result {
             Ok(Some(_)) => "ok",
             Ok(None) if waited => "timeout",
@@ -66,35 +117,38 @@ impl MetricLabel {
             Err(LockError::Timeout { .. }) => "timeout",
             Err(_) => "error",
         };
-        metrics::counter!(ACQUISITIONS, "lock" => self.value(), "outcome" => outcome).increment(1);
+        metrics::counter!(ACQUISITIONS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);
     }
 
     /// Records how long an acquisition waited for its lock.
-    pub(crate) fn waited(&self, wait: Duration) {
-        metrics::histogram!(WAIT_SECONDS, "lock" => self.value()).record(wait.as_secs_f64());
+    fn waited(&self, wait: Duration) {
+        metrics::histogram!(WAIT_SECONDS, "lock" => self.value(), "kind" => self.kind)
+            .record(wait.as_secs_f64());
     }
 
     /// Records a hold that ended after `held`, lost or not.
     pub(crate) fn held(&self, held: Duration, lost: bool) {
-        metrics::histogram!(HOLD_SECONDS, "lock" => self.value()).record(held.as_secs_f64());
+        metrics::histogram!(HOLD_SECONDS, "lock" => self.value(), "kind" => self.kind)
+            .record(held.as_secs_f64());
         if lost {
-            metrics::counter!(LEASES_LOST, "lock" => self.value()).increment(1);
+            metrics::counter!(LEASES_LOST, "lock" => self.value(), "kind" => self.kind)
+                .increment(1);
         }
     }
 
     /// Counts one renewal: `ok`, `failed` (will be retried) or `refused`.
     pub(crate) fn renewal(&self, outcome: &'static str) {
-        metrics::counter!(RENEWALS, "lock" => self.value(), "outcome" => outcome).increment(1);
+        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);
     }
 
     /// Counts a lock a release handed to a waiter of this process.
     pub(crate) fn handoff(&self) {
-        metrics::counter!(HANDOFFS, "lock" => self.value()).increment(1);
+        metrics::counter!(HANDOFFS, "lock" => self.value(), "kind" => self.kind).increment(1);
     }
 
     /// Counts a task as waiting until the returned value is dropped.
     pub(crate) fn waiting(&self) -> Waiting {
-        let gauge = metrics::gauge!(WAITERS, "lock" => self.value());
+        let gauge = metrics::gauge!(WAITERS, "lock" => self.value(), "kind" => self.kind);
         gauge.increment(1.0);
         Waiting(gauge)
     }
@@ -102,7 +156,7 @@ impl MetricLabel {
 
 impl std::fmt::Display for MetricLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.lock)
     }
 }
 
