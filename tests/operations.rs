@@ -4,7 +4,9 @@
 //! waiters, `list` finds held locks by glob with `SCAN`, and `force_release`
 //! frees a lock whoever holds it, cancels the evicted holder's body, hands
 //! the lock to a waiter and raises the fencing counter above the evicted
-//! holder's token.
+//! holder's token. `Semaphore::inspect` and `inspect_rw` name each permit's,
+//! reader's and writer's holder (Redlock, which refuses those kinds, refuses
+//! their inspection too).
 //!
 //! Every loop and wait is bounded.
 
@@ -14,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
-use support::{cluster_namespace, long, shared_cluster, within, NO_HANG, PROMPTLY};
+use support::{cluster_namespace, long, poll_async, shared_cluster, within, NO_HANG, PROMPTLY};
 
 /// Two managers on one backend, named so that `inspect` can tell them apart.
 struct Pair {
@@ -148,7 +150,124 @@ on_every_backend!(
     list_finds_held_locks_by_glob_and_nothing_else,
     force_release_evicts_fences_off_and_hands_over,
     the_attribute_labels_its_locks_with_the_functions_path,
+    semaphore_inspect_names_each_permits_holder,
+    inspect_rw_shows_the_writer_the_readers_and_waiting_writers,
 );
+
+/// Whether `pair`'s backend refuses semaphores and read/write locks
+/// (Redlock); if so, checks that it refuses their inspection the same way.
+async fn refuses_shared_locks(pair: &Pair) -> bool {
+    let refused =
+        |result: Result<_, LockError>| matches!(result, Err(LockError::InvalidOptions(_)));
+    let semaphore = pair.holder.semaphore("probe", 1);
+    if !refused(within(semaphore.try_acquire(long())).await.map(|_| ())) {
+        return false;
+    }
+    assert!(refused(within(semaphore.inspect()).await.map(|_| ())));
+    assert!(refused(
+        within(pair.operator.inspect_rw("probe")).await.map(|_| ())
+    ));
+    true
+}
+
+/// The labels of the named holders of `leases`, sorted.
+fn labels(leases: &[distributed_lock::LeaseInfo]) -> Vec<String> {
+    let mut labels: Vec<String> = leases
+        .iter()
+        .filter_map(|lease| lease.holder.as_ref()?.label.clone())
+        .collect();
+    labels.sort();
+    labels
+}
+
+async fn semaphore_inspect_names_each_permits_holder(pair: Pair) {
+    if refuses_shared_locks(&pair).await {
+        return;
+    }
+    let ttl = Duration::from_secs(20);
+    let payments = pair.holder.semaphore("api:payments", 3);
+    let operator_view = pair.operator.semaphore("api:payments", 3);
+    let empty = within(operator_view.inspect()).await.unwrap();
+    assert_eq!((empty.held, empty.holders.len()), (0, 0));
+
+    let options = |label: &str| LockOptions::new().ttl(ttl).label(label);
+    let first = within(payments.acquire(options("pay::a"))).await.unwrap();
+    let second = within(payments.acquire(options("pay::b"))).await.unwrap();
+    let info = within(operator_view.inspect()).await.unwrap();
+    assert_eq!(info.key, "api:payments");
+    assert_eq!(info.held, 2);
+    assert_eq!(labels(&info.holders), ["pay::a", "pay::b"]);
+    for lease in &info.holders {
+        let holder = lease
+            .holder
+            .as_ref()
+            .expect("each permit's holder is named");
+        assert_eq!(
+            (holder.manager.as_str(), holder.pid),
+            ("orders-api", std::process::id())
+        );
+        assert!(
+            lease.remaining <= ttl && lease.remaining > ttl - NO_HANG,
+            "{:?}",
+            lease.remaining
+        );
+    }
+    within(first.release()).await.unwrap();
+    let info = within(operator_view.inspect()).await.unwrap();
+    assert_eq!(
+        (info.held, labels(&info.holders)),
+        (1, vec!["pay::b".to_owned()])
+    );
+    within(second.release()).await.unwrap();
+    let info = within(operator_view.inspect()).await.unwrap();
+    assert_eq!((info.held, info.holders.len()), (0, 0));
+}
+
+async fn inspect_rw_shows_the_writer_the_readers_and_waiting_writers(pair: Pair) {
+    if refuses_shared_locks(&pair).await {
+        return;
+    }
+    let free = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    assert!(free.writer.is_none() && free.readers.is_empty() && free.writers_waiting == 0);
+
+    let read = |label: &str| pair.holder.acquire_read("doc", long().label(label));
+    let first = within(read("doc::show")).await.unwrap();
+    let second = within(read("doc::print")).await.unwrap();
+    let info = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    assert_eq!(info.reader_count, 2);
+    assert_eq!(labels(&info.readers), ["doc::print", "doc::show"]);
+    assert!(info.writer.is_none());
+
+    let writer = {
+        let operator = pair.operator.clone();
+        tokio::spawn(async move {
+            let options = long().label("doc::edit").fenced(true).wait(NO_HANG);
+            operator.acquire_write("doc", options).await
+        })
+    };
+    let waits = poll_async(PROMPTLY, || async {
+        let info = pair.operator.inspect_rw("doc").await.unwrap();
+        info.writers_waiting == 1 && info.local_waiters == 1
+    })
+    .await;
+    assert!(waits, "the waiting writer is not shown");
+    within(first.release()).await.unwrap();
+    within(second.release()).await.unwrap();
+    let writer = within(writer).await.unwrap().unwrap();
+    let token = within(writer.fencing_token()).await.unwrap();
+    let info = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    let lease = info.writer.expect("the writer is shown");
+    let holder = lease.holder.expect("the writer is named");
+    assert_eq!(
+        (holder.manager.as_str(), holder.label.as_deref()),
+        (pair.operator.name(), Some("doc::edit"))
+    );
+    assert_eq!((info.reader_count, info.writers_waiting), (0, 0));
+    assert_eq!(info.fencing_counter, Some(token));
+    within(writer.release()).await.unwrap();
+    let released = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    assert!(released.writer.is_none());
+}
 
 async fn inspect_names_the_holder_and_its_lease(pair: Pair) {
     let free = within(pair.operator.inspect("stock:42")).await.unwrap();

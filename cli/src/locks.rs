@@ -1,9 +1,11 @@
 //! The held locks matching a glob, inspected one by one, and the JSON
-//! shapes `ls`, `show` and `release` print.
+//! shapes `ls`, `show` (of each kind) and `release` print.
 
 use std::time::SystemTime;
 
-use distributed_lock::{Holder, LockError, LockInfo, LockManager};
+use distributed_lock::{
+    Holder, LeaseInfo, LockError, LockInfo, LockManager, RwLockInfo, SemaphoreInfo,
+};
 use serde::Serialize;
 
 use crate::failure::Failure;
@@ -99,6 +101,92 @@ impl LockJson {
                 .queued
                 .iter()
                 .map(|waiter| HolderJson::new(waiter, now))
+                .collect(),
+        }
+    }
+}
+
+/// One lease of a read/write lock or a semaphore, as JSON.
+#[derive(Debug, Serialize)]
+pub struct LeaseJson {
+    /// Its holder; `null` when unnamed.
+    pub holder: Option<HolderJson>,
+    /// Lease left in the backend.
+    pub remaining_ms: u64,
+}
+
+impl LeaseJson {
+    /// `lease` as seen at `now`.
+    fn new(lease: &LeaseInfo, now: SystemTime) -> Self {
+        LeaseJson {
+            holder: lease
+                .holder
+                .as_ref()
+                .map(|holder| HolderJson::new(holder, now)),
+            remaining_ms: millis(lease.remaining),
+        }
+    }
+}
+
+/// A read/write lock, as JSON.
+#[derive(Debug, Serialize)]
+pub struct RwLockJson {
+    /// The key, without namespace.
+    pub key: String,
+    /// The writer holding it, if any.
+    pub writer: Option<LeaseJson>,
+    /// How many readers hold it.
+    pub reader_count: usize,
+    /// The readers, earliest lease end first (at most 100).
+    pub readers: Vec<LeaseJson>,
+    /// Writers waiting for it, in every process.
+    pub writers_waiting: usize,
+    /// The last fencing token issued to a writer.
+    pub fencing_counter: Option<u64>,
+}
+
+impl RwLockJson {
+    /// `info` as seen at `now`.
+    pub fn new(info: &RwLockInfo, now: SystemTime) -> Self {
+        RwLockJson {
+            key: info.key.clone(),
+            writer: info
+                .writer
+                .as_ref()
+                .map(|writer| LeaseJson::new(writer, now)),
+            reader_count: info.reader_count,
+            readers: info
+                .readers
+                .iter()
+                .map(|reader| LeaseJson::new(reader, now))
+                .collect(),
+            writers_waiting: info.writers_waiting,
+            fencing_counter: info.fencing_counter,
+        }
+    }
+}
+
+/// A semaphore, as JSON.
+#[derive(Debug, Serialize)]
+pub struct SemaphoreJson {
+    /// The key, without namespace.
+    pub key: String,
+    /// How many permits are held.
+    pub held: usize,
+    /// The permits' holders, earliest lease end first (at most 100).
+    pub holders: Vec<LeaseJson>,
+}
+
+impl SemaphoreJson {
+    /// `info` as seen at `now`.
+    pub fn new(info: &SemaphoreInfo, now: SystemTime) -> Self {
+        SemaphoreJson {
+            key: info.key.clone(),
+            held: info.held,
+            holders: info
+                .holders
+                .iter()
+                .map(|permit| LeaseJson::new(permit, now))
                 .collect(),
         }
     }

@@ -53,10 +53,14 @@ enum Command {
         json: bool,
     },
     /// Everything known about the lock on KEY: holder, remaining lease,
-    /// fencing counter and queued waiters.
+    /// fencing counter and queued waiters; with --kind, the read/write lock
+    /// or the semaphore of KEY instead: each holder and its remaining lease.
     Show {
         /// The lock's key, without namespace.
         key: String,
+        /// Which of KEY's locks to show.
+        #[arg(long, value_enum, default_value_t = show::Kind::Lock)]
+        kind: show::Kind,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -113,9 +117,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let manager = cli.target.connect().await?;
             ls::run(&manager, &pattern, json).await
         }
-        Command::Show { key, json } => {
+        Command::Show { key, kind, json } => {
             let manager = cli.target.connect().await?;
-            show::run(&manager, &key, json).await
+            show::run(&manager, &key, kind, json).await
         }
         Command::Release {
             key,

@@ -1,23 +1,102 @@
-//! `dlock show KEY`: everything `inspect` knows about one lock.
+//! `dlock show KEY`: everything `inspect` knows about one lock, or about
+//! the read/write lock or the semaphore of the same key (`--kind`).
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use distributed_lock::{LockInfo, LockManager};
+use clap::ValueEnum;
+use distributed_lock::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
 
 use crate::failure::Failure;
 use crate::format;
-use crate::locks::{self, LockJson};
+use crate::locks::{self, LockJson, RwLockJson, SemaphoreJson};
 
-/// Prints the lock on `key`: as text, or as JSON.
-pub async fn run(manager: &LockManager, key: &str, json: bool) -> Result<(), Failure> {
-    let info = manager.inspect(key).await?;
+/// Which lock of a key to show: each kind keeps its own state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// The plain lock (`acquire`, `#[distributed_lock]`).
+    Lock,
+    /// The read/write lock (`acquire_read` / `acquire_write`, `mode = ...`).
+    Rw,
+    /// The counting semaphore (`semaphore(key, n)`, `permits = n`).
+    Semaphore,
+}
+
+/// Prints `key`'s lock of `kind`: as text, or as JSON.
+pub async fn run(manager: &LockManager, key: &str, kind: Kind, json: bool) -> Result<(), Failure> {
     let now = SystemTime::now();
-    if json {
-        return locks::print_json(&LockJson::new(&info, now));
+    match kind {
+        Kind::Lock => {
+            let info = manager.inspect(key).await?;
+            if json {
+                return locks::print_json(&LockJson::new(&info, now));
+            }
+            print!("{}", describe(&info, now));
+        }
+        Kind::Rw => {
+            let info = manager.inspect_rw(key).await?;
+            if json {
+                return locks::print_json(&RwLockJson::new(&info, now));
+            }
+            print!("{}", describe_rw(&info, now));
+        }
+        Kind::Semaphore => {
+            // N is not stored: any N inspects the same holders.
+            let info = manager.semaphore(key, 1).inspect().await?;
+            if json {
+                return locks::print_json(&SemaphoreJson::new(&info, now));
+            }
+            print!("{}", describe_semaphore(&info, now));
+        }
     }
-    print!("{}", describe(&info, now));
     Ok(())
+}
+
+/// The read/write lock `info` as text, seen at `now`.
+fn describe_rw(info: &RwLockInfo, now: SystemTime) -> String {
+    let mut text = format!("read/write lock: {}\n", info.key);
+    match &info.writer {
+        Some(writer) => {
+            let _ = writeln!(text, "writer:          {}", lease_line(writer, now));
+        }
+        None => text.push_str("writer:          none\n"),
+    }
+    let _ = writeln!(text, "readers:         {}", info.reader_count);
+    for reader in &info.readers {
+        let _ = writeln!(text, "  {}", lease_line(reader, now));
+    }
+    let _ = writeln!(text, "writers waiting: {}", info.writers_waiting);
+    let counter = info
+        .fencing_counter
+        .map_or_else(|| "none issued".to_owned(), |counter| counter.to_string());
+    let _ = writeln!(text, "fencing counter: {counter} (writers only)");
+    text
+}
+
+/// The semaphore `info` as text, seen at `now`.
+fn describe_semaphore(info: &SemaphoreInfo, now: SystemTime) -> String {
+    let mut text = format!("semaphore:       {}\n", info.key);
+    let _ = writeln!(text, "permits held:    {}", info.held);
+    for permit in &info.holders {
+        let _ = writeln!(text, "  {}", lease_line(permit, now));
+    }
+    text
+}
+
+/// One lease on one line: who, label, for how long, and what is left.
+fn lease_line(lease: &LeaseInfo, now: SystemTime) -> String {
+    let remaining = format::duration(lease.remaining);
+    match &lease.holder {
+        Some(holder) => format!(
+            "{} (pid {} on {}) label {} held for {}, {remaining} left",
+            holder.manager,
+            holder.pid,
+            holder.host,
+            holder.label.as_deref().unwrap_or("-"),
+            format::duration(format::since(holder.acquired_at, now)),
+        ),
+        None => format!("an unnamed holder, {remaining} left"),
+    }
 }
 
 /// `info` as text, seen at `now`.

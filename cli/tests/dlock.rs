@@ -3,8 +3,9 @@
 //! `holder_process`), as an operator meets them: `ls` and `show` name that
 //! process, `release --force --yes` evicts it (and it learns so), `release`
 //! refuses without `--force` or confirmation, bad targets fail with a
-//! message and an exit code, `top --once` shows a contended key, and `ls`
-//! works on a Redis Cluster.
+//! message and an exit code, `top --once` shows a contended key, `ls`
+//! works on a Redis Cluster, and `show --kind rw|semaphore` names each
+//! reader and permit holder.
 //!
 //! Every wait is bounded: `dlock` runs and holder output by
 //! `support::PATIENCE`, polls by their count.
@@ -365,4 +366,73 @@ async fn ls_on_a_cluster_names_the_other_process_that_holds_each_lock() {
         );
         assert_eq!(lock["fencing_counter"].as_u64(), Some(token));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_kind_rw_and_semaphore_name_each_reader_and_permit_holder() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = LockManager::builder()
+        .name("catalog-svc")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let long = |label: &str| LockOptions::new().ttl(Duration::from_secs(30)).label(label);
+    let _first = locks.acquire_read("doc", long("show")).await.expect("read");
+    let _second = locks
+        .acquire_read("doc", long("print"))
+        .await
+        .expect("read");
+    let _permit = locks
+        .semaphore("api", 4)
+        .acquire(long("charge"))
+        .await
+        .expect("permit");
+
+    let run = dlock(&["--url", &url, "show", "doc", "--kind", "rw"], "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("writer:          none"), "{run:#?}");
+    assert!(run.stdout.contains("readers:         2"), "{run:#?}");
+    for label in ["label show", "label print"] {
+        assert!(run.stdout.contains(label), "{run:#?}");
+    }
+
+    let run = dlock(
+        &["--url", &url, "show", "doc", "--kind", "rw", "--json"],
+        "",
+    )
+    .await;
+    run.expect_code(0);
+    let rw: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(rw["reader_count"], 2, "{rw}");
+    assert!(rw["writer"].is_null(), "{rw}");
+    assert_eq!(rw["readers"][0]["holder"]["manager"], "catalog-svc", "{rw}");
+
+    let run = dlock(
+        &[
+            "--url",
+            &url,
+            "show",
+            "api",
+            "--kind",
+            "semaphore",
+            "--json",
+        ],
+        "",
+    )
+    .await;
+    run.expect_code(0);
+    let semaphore: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(semaphore["held"], 1, "{semaphore}");
+    assert_eq!(
+        semaphore["holders"][0]["holder"]["label"], "charge",
+        "{semaphore}"
+    );
+
+    let run = dlock(&["--url", &url, "show", "doc", "--kind", "mutex"], "").await;
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("rw"),
+        "the error lists the kinds: {run:#?}"
+    );
 }

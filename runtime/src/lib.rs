@@ -79,7 +79,7 @@ pub use install::{install, installed};
 pub use leader::{Leadership, Term};
 pub use manager::LockManager;
 pub use multi::MultiGuard;
-pub use operations::{ForcedRelease, LockInfo};
+pub use operations::{ForcedRelease, LeaseInfo, LockInfo, RwLockInfo, SemaphoreInfo};
 pub use options::{LockOptions, OnLost};
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};

@@ -1,12 +1,14 @@
 //! What operators ask of a lock in production: who holds it, since when and
 //! until when, who waits; which locks are held; and, as a last resort,
-//! freeing one whoever holds it, with the evicted holder fenced off.
+//! freeing one whoever holds it, with the evicted holder fenced off. The same
+//! questions of a semaphore (who holds its permits) and of a read/write lock
+//! (its writer, readers and waiting writers).
 
 use std::time::Duration;
 
-use crate::backend::MOST_WAITERS_SHOWN;
+use crate::backend::{KeyKind, SharedState, MOST_WAITERS_SHOWN};
 use crate::token::Holder;
-use crate::{LockError, LockManager};
+use crate::{LockError, LockManager, Semaphore};
 
 /// Most user keys [`LockManager::list`] returns.
 const MOST_LISTED: usize = 10_000;
@@ -34,6 +36,59 @@ pub struct LockInfo {
     /// How many waiters are queued in the backend.
     pub queued_count: usize,
     /// How many of this process's tasks wait for the lock now.
+    pub local_waiters: usize,
+}
+
+/// One live lease of a semaphore (a permit) or of a read/write lock (a
+/// reader, or the writer), as the backend holds it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseInfo {
+    /// Who holds it, as its owner token says; `None` for a client that
+    /// records no identity.
+    pub holder: Option<Holder>,
+    /// How long the lease has left in the backend.
+    pub remaining: Duration,
+}
+
+/// A semaphore as the backend holds it now; see [`Semaphore::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreInfo {
+    /// The key, without namespace.
+    pub key: String,
+    /// The permits held now, earliest lease end first (at most 100; see
+    /// `held`).
+    pub holders: Vec<LeaseInfo>,
+    /// How many permits are held now. N is not stored in the backend: each
+    /// acquisition counts these against its own N.
+    pub held: usize,
+    /// How many of this process's tasks wait for a permit now.
+    pub local_waiters: usize,
+}
+
+/// A read/write lock as the backend holds it now; see
+/// [`LockManager::inspect_rw`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockInfo {
+    /// The key, without namespace.
+    pub key: String,
+    /// The writer holding it, if one does.
+    pub writer: Option<LeaseInfo>,
+    /// The readers holding it, earliest lease end first (at most 100; see
+    /// `reader_count`).
+    pub readers: Vec<LeaseInfo>,
+    /// How many readers hold it.
+    pub reader_count: usize,
+    /// Writers waiting for it (their live intents, which hold new readers
+    /// back), in every process.
+    pub writers_waiting: usize,
+    /// The writers' fencing counter: the last writer's fencing token, while
+    /// the backend keeps it.
+    pub fencing_counter: Option<u64>,
+    /// How many of this process's tasks wait for it now, readers and
+    /// writers.
     pub local_waiters: usize,
 }
 
@@ -85,6 +140,28 @@ impl LockManager {
         })
     }
 
+    /// The read/write lock on `key` as the backend holds it now: its writer,
+    /// its readers (each with its own holder and remaining lease), how many
+    /// writers wait, and the writers' fencing counter. One round trip;
+    /// reads only. Redlock refuses with `InvalidOptions`, as it refuses
+    /// read/write locks.
+    pub async fn inspect_rw(&self, key: &str) -> Result<RwLockInfo, LockError> {
+        let writer_key = self.key_space().rwlock(key, KeyKind::Write);
+        let state = self.backend().inspect_shared(&writer_key).await?;
+        let reader_key = self.key_space().rwlock(key, KeyKind::Read);
+        let local_waiters =
+            self.backend().local_waiters(&writer_key) + self.backend().local_waiters(&reader_key);
+        Ok(RwLockInfo {
+            key: key.to_owned(),
+            writer: state.writer.as_ref().map(lease_info),
+            readers: state.holders.iter().map(lease_info).collect(),
+            reader_count: state.holder_count,
+            writers_waiting: state.writers_waiting,
+            fencing_counter: state.fence,
+            local_waiters,
+        })
+    }
+
     /// The keys (without namespace) of the locks held now whose key matches
     /// the glob `pattern` (`*`, `?`, `[abc]`, `[a-z]`, `[^a]`, `\` escapes;
     /// `*` lists all), sorted, at most 10 000. Walks the keyspace with
@@ -130,6 +207,35 @@ impl LockManager {
             evicted: holder,
             fencing_counter: evicted.fence,
         })
+    }
+}
+
+impl Semaphore {
+    /// This semaphore as the backend holds it now: each permit's holder and
+    /// remaining lease, and how many are held. One round trip; reads only.
+    /// Redlock refuses with `InvalidOptions`, as it refuses semaphores.
+    pub async fn inspect(&self) -> Result<SemaphoreInfo, LockError> {
+        let manager = self.manager();
+        let key = manager.semaphore_key(self.key());
+        let SharedState {
+            holders,
+            holder_count,
+            ..
+        } = manager.backend().inspect_shared(&key).await?;
+        Ok(SemaphoreInfo {
+            key: self.key().to_owned(),
+            holders: holders.iter().map(lease_info).collect(),
+            held: holder_count,
+            local_waiters: manager.backend().local_waiters(&key),
+        })
+    }
+}
+
+/// A lease as the backend reported it: owner token and remaining time.
+fn lease_info((token, remaining): &(String, Duration)) -> LeaseInfo {
+    LeaseInfo {
+        holder: Holder::from_token(token),
+        remaining: *remaining,
     }
 }
 

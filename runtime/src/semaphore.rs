@@ -116,6 +116,11 @@ impl LockManager {
 }
 
 impl Semaphore {
+    /// The manager this semaphore's permits are taken through.
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
+    }
+
     /// The key, without namespace.
     pub fn key(&self) -> &str {
         &self.key

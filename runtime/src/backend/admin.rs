@@ -9,7 +9,7 @@ use redis::RedisError;
 
 use super::commands::fence_retention_ms;
 use super::scripts;
-use super::LockKey;
+use super::{KeyKind, LockKey};
 
 /// Most queued waiters an inspection returns (the count covers all).
 pub(crate) const MOST_WAITERS_SHOWN: usize = 100;
@@ -33,6 +33,23 @@ pub(crate) struct LockState {
     pub(crate) queued: Vec<String>,
     /// How many waiters are queued in the backend.
     pub(crate) queued_count: usize,
+}
+
+/// What a backend holds for one semaphore or read/write lock now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SharedState {
+    /// Owner tokens and remaining leases of the live lease holders (a
+    /// semaphore's permits, a read/write lock's readers), earliest end
+    /// first, at most [`MOST_WAITERS_SHOWN`].
+    pub(crate) holders: Vec<(String, Duration)>,
+    /// How many live lease holders there are.
+    pub(crate) holder_count: usize,
+    /// A read/write lock's writer: its owner token and remaining lease.
+    pub(crate) writer: Option<(String, Duration)>,
+    /// A read/write lock's live writers' intents: writers waiting.
+    pub(crate) writers_waiting: usize,
+    /// A read/write lock's writers' fencing counter, while it is retained.
+    pub(crate) fence: Option<u64>,
 }
 
 /// What a forced release did.
@@ -69,6 +86,48 @@ pub(super) async fn inspect(
         fence: fence.parse().ok(),
         queued,
         queued_count: usize::try_from(queued_count).unwrap_or(0),
+    })
+}
+
+/// Runs `inspect_shared.lua` for the semaphore or read/write lock `key`.
+pub(super) async fn inspect_shared(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+) -> Result<SharedState, RedisError> {
+    let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
+    match key.kind {
+        KeyKind::Semaphore => invocation.key(&key.lock),
+        KeyKind::Lock | KeyKind::Read | KeyKind::Write => invocation
+            .key(&key.readers)
+            .key(&key.lock)
+            .key(&key.queue)
+            .key(&key.fence),
+    };
+    let (holders, holder_count, writer, writer_pttl, writers_waiting, fence): (
+        Vec<String>,
+        i64,
+        String,
+        i64,
+        i64,
+        String,
+    ) = invocation
+        .arg(MOST_WAITERS_SHOWN)
+        .invoke_async(connection)
+        .await?;
+    let holders = holders
+        .chunks_exact(2)
+        .map(|pair| {
+            let remaining = pair[1].parse().unwrap_or(0);
+            (pair[0].clone(), Duration::from_millis(remaining))
+        })
+        .collect();
+    let writer_remaining = u64::try_from(writer_pttl).ok().map(Duration::from_millis);
+    Ok(SharedState {
+        holders,
+        holder_count: usize::try_from(holder_count).unwrap_or(0),
+        writer: (!writer.is_empty()).then_some(writer).zip(writer_remaining),
+        writers_waiting: usize::try_from(writers_waiting).unwrap_or(0),
+        fence: fence.parse().ok(),
     })
 }
 

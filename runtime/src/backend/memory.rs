@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::admin::{Evicted, LockState};
+use super::admin::{Evicted, LockState, SharedState, MOST_WAITERS_SHOWN};
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
@@ -330,6 +330,44 @@ impl MemoryBackend {
             remaining: held.map(|held| held.expires - now),
             fence: (entry.fence > 0).then_some(entry.fence),
             ..LockState::default()
+        }
+    }
+
+    /// The live holders of the semaphore or read/write lock `key`, its
+    /// writer, waiting writers and writers' fencing counter.
+    pub(crate) fn inspect_shared(&self, key: &LockKey) -> SharedState {
+        let now = Instant::now();
+        let mut table = self.table();
+        let set = match key.kind {
+            KeyKind::Semaphore => &key.lock,
+            KeyKind::Lock | KeyKind::Read | KeyKind::Write => &key.readers,
+        };
+        let members = table.live_members(set, now);
+        let holders = members
+            .iter()
+            .take(MOST_WAITERS_SHOWN)
+            .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
+            .collect();
+        let holder_count = members.len();
+        if key.kind == KeyKind::Semaphore {
+            return SharedState {
+                holders,
+                holder_count,
+                ..SharedState::default()
+            };
+        }
+        SharedState {
+            holders,
+            holder_count,
+            writer: table
+                .held(&key.lock, now)
+                .map(|held| (held.token.as_str().to_owned(), held.expires - now)),
+            writers_waiting: table.live_members(&key.queue, now).len(),
+            fence: table
+                .entries
+                .get(&key.lock)
+                .map(|entry| entry.fence)
+                .filter(|fence| *fence > 0),
         }
     }
 

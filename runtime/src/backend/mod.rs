@@ -25,7 +25,7 @@ mod tls;
 
 use std::time::Duration;
 
-pub(crate) use self::admin::{Evicted, LockState, MOST_WAITERS_SHOWN};
+pub(crate) use self::admin::{Evicted, LockState, SharedState, MOST_WAITERS_SHOWN};
 pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
@@ -211,6 +211,20 @@ impl Backend {
             Backend::Memory(memory) => Ok(memory.inspect(key)),
             Backend::Redlock(redlock) => redlock.inspect(key).await,
             Backend::Sentinel(sentinel) => sentinel.inspect(key).await,
+        }
+    }
+
+    /// The holders of the semaphore or read/write lock `key` now (its
+    /// writer and waiting writers too); reads only.
+    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.inspect_shared(key).await,
+            Backend::Memory(memory) => Ok(memory.inspect_shared(key)),
+            Backend::Redlock(_) if key.kind == KeyKind::Semaphore => {
+                Err(RedlockBackend::refuse_semaphore(key))
+            }
+            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
+            Backend::Sentinel(sentinel) => sentinel.inspect_shared(key).await,
         }
     }
 

@@ -17,7 +17,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
-use super::admin::{self, Evicted, LockState};
+use super::admin::{self, Evicted, LockState, SharedState};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
@@ -315,6 +315,12 @@ impl RedisBackend {
 
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         admin::inspect(&mut self.commands.clone(), key)
+            .await
+            .map_err(lock_error)
+    }
+
+    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+        admin::inspect_shared(&mut self.commands.clone(), key)
             .await
             .map_err(lock_error)
     }

@@ -30,7 +30,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::admin::{Evicted, LockState};
+use super::admin::{Evicted, LockState, SharedState};
 use super::connection::RedisConfig;
 use super::discovery::Sentinels;
 use super::switches::{self, Manager};
@@ -183,6 +183,12 @@ impl SentinelBackend {
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let current = self.shared.current();
         let result = current.primary.inspect(key).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.inspect_shared(key).await;
         self.checked(&current, result)
     }
 

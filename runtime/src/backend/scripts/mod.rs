@@ -21,6 +21,10 @@ pub(crate) static RELEASE_SHARDED: Lazy<Script> =
     Lazy::new(|| with_prelude(&include_str!("release.lua").replace("'PUBLISH'", "'SPUBLISH'")));
 /// What one lock looks like, read in one step for operators; see `inspect.lua`.
 pub(crate) static INSPECT: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("inspect.lua")));
+/// What one semaphore or read/write lock looks like, read in one step for
+/// operators; see `inspect_shared.lua`.
+pub(crate) static INSPECT_SHARED: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("inspect_shared.lua")));
 /// Free a lock whoever holds it and raise its fencing counter; see
 /// `force_release.lua`.
 pub(crate) static FORCE_RELEASE: Lazy<Script> =
