@@ -3,8 +3,9 @@
 //! the testkit's [`FaultProxy`]: each holder must learn that its lease is
 //! lost before the lease's certain validity ends, whatever the fault, and
 //! the other side must then get the permit or the write lease, once the
-//! server has expired the partitioned one and not before the holder knew.
-//! Single Redis and Redis Cluster.
+//! server has expired the partitioned one and not before the holder knew,
+//! and keep it while the partitioned holder's delayed renewals and releases
+//! land. Single Redis and Redis Cluster.
 //!
 //! Every test partitions six holders of one manager `a` at once, one per
 //! kind and way of holding: a guard watched with `lost()` (`Permit`,
@@ -69,6 +70,20 @@ impl Fault {
             Fault::Cut => proxy.cut(),
             Fault::Blackhole => proxy.blackhole(),
             Fault::DelayPastTtl => proxy.delay(2 * TTL),
+        }
+    }
+
+    /// When every command the partitioned holders sent has reached the
+    /// server, if the fault lets any through: they send renewals until
+    /// their validity ends and releases when told, all before
+    /// `partitioned_at + TTL` (see [`assert_partitioned_before_any_renewal`]),
+    /// and a delay adds `2 * TTL`. The other side keeps what it took over
+    /// until then, so that those late commands reach a server where it holds
+    /// the lease: they must not take it from it.
+    fn late_commands_landed(self, partitioned_at: Instant) -> Instant {
+        match self {
+            Fault::Cut | Fault::Blackhole => partitioned_at,
+            Fault::DelayPastTtl => partitioned_at + 3 * TTL + Duration::from_millis(300),
         }
     }
 }
@@ -328,32 +343,55 @@ fn assert_partitioned_before_any_renewal(first_sent: Instant, partitioned_at: In
 
 /// `b` takes over `holder`'s key: the permit of the one-permit semaphore,
 /// or the write lease (which neither a reader nor a writer may hold), waiting
-/// until `deadline`. Returns when it got it (the answer's arrival).
-async fn take_over(b: LockManager, holder: Holder, deadline: Instant) -> Instant {
+/// until `deadline`; it keeps it until `keep_until` at least, then releases
+/// it, which must find it still its own. Returns when it got it (the
+/// answer's arrival).
+async fn take_over(
+    b: LockManager,
+    holder: Holder,
+    deadline: Instant,
+    keep_until: Instant,
+) -> Instant {
     let key = holder.key();
     let wait = deadline.saturating_duration_since(Instant::now());
     let waiting = options().wait(wait);
+    let kept = |lost: bool| {
+        assert!(
+            !lost,
+            "{holder:?}: the other side lost what it took over while the old holder's late commands landed"
+        );
+    };
     let taken = async {
         match holder.kind {
             Kind::Permit => {
                 let permit = b.semaphore(&key, 1).acquire(waiting).await?;
                 let at = Instant::now();
+                tokio::time::sleep_until(keep_until.into()).await;
+                kept(permit.is_lost());
                 permit.release().await?;
                 Ok(at)
             }
             Kind::Read | Kind::Write => {
                 let guard = b.acquire_write(&key, waiting).await?;
                 let at = Instant::now();
+                tokio::time::sleep_until(keep_until.into()).await;
+                kept(guard.is_lost());
                 guard.release().await?;
                 Ok::<_, LockError>(at)
             }
         }
     };
-    timeout(wait + PROMPTLY, taken)
+    let limit = keep_until
+        .saturating_duration_since(Instant::now())
+        .max(wait)
+        + PROMPTLY;
+    timeout(limit, taken)
         .await
-        .unwrap_or_else(|_| panic!("{holder:?}: the other side's wait did not return"))
+        .unwrap_or_else(|_| panic!("{holder:?}: the other side's takeover did not return"))
         .unwrap_or_else(|err| {
-            panic!("{holder:?}: the other side did not take over within {wait:?}: {err}")
+            panic!(
+                "{holder:?}: the other side did not take over within {wait:?}, or lost it: {err}"
+            )
         })
 }
 
@@ -388,11 +426,12 @@ async fn partitioned_single_holders_are_told(fault: Fault) {
     let partitioned_at = Instant::now();
     fault.apply(&proxy);
     assert_partitioned_before_any_renewal(first_sent, partitioned_at);
+    let keep_until = fault.late_commands_landed(partitioned_at);
     let takeovers: Vec<_> = Holder::all()
         .into_iter()
         .map(|holder| {
             let deadline = partitioned_at + TAKEOVER_WITHIN;
-            tokio::spawn(take_over(b.clone(), holder, deadline))
+            tokio::spawn(take_over(b.clone(), holder, deadline, keep_until))
         })
         .collect();
     let partitioned = holders_told_in_time(holders).await;
@@ -433,7 +472,7 @@ async fn partitioned_cluster_holders_are_told(fault: Fault) {
     let mut taken_at = Vec::new();
     for holder in Holder::all() {
         let deadline = partitioned_at + TAKEOVER_WITHIN;
-        taken_at.push(take_over(b.clone(), holder, deadline).await);
+        taken_at.push(take_over(b.clone(), holder, deadline, Instant::now()).await);
     }
     assert_taken_over_after_the_holder_knew(&partitioned, &taken_at);
 }
