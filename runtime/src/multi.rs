@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures_util::future::select_all;
+use futures_util::future::{join_all, select_all};
 
 use crate::manager::until_lost;
 use crate::{scope, LockError, LockGuard, LockManager, LockOptions, OnLost};
@@ -56,18 +56,13 @@ impl MultiGuard {
         select_all(losses).await;
     }
 
-    /// Releases every key; the first error, if any (the other keys are
-    /// released all the same).
+    /// Releases every key, all at once (one round trip's wait, not one per
+    /// key); the first key's error, if any (the other keys are released all
+    /// the same). Dropped midway, the keys not yet released are released as
+    /// dropped guards are.
     pub async fn release(self) -> Result<(), LockError> {
-        let mut first_error = Ok(());
-        for guard in self.guards {
-            if let Err(err) = guard.release().await {
-                if first_error.is_ok() {
-                    first_error = Err(err);
-                }
-            }
-        }
-        first_error
+        let releases = self.guards.into_iter().map(LockGuard::release);
+        join_all(releases).await.into_iter().collect()
     }
 }
 
