@@ -14,7 +14,8 @@
 //! acquisitions (a reader behind a writer, a writer behind a reader, which
 //! leaves an intent), releases, `with_read` and `with_write`. After each
 //! drop no permit, read or write lease, or writer's intent may be left: in
-//! Redis (`lock-sem:`, `lock-rw:`, `lock-read:`, `lock-intent:`), and as
+//! Redis (`lock-sem:`, `lock-rw:`, `lock-read:`, `lock-intent:`, nor a
+//! subscriber of their release channels), and as
 //! another manager sees it (it takes every permit, the write lease and a
 //! read lease at once). Redlock refuses these kinds, with an error, not a
 //! panic, and writes nothing.
@@ -199,6 +200,31 @@ impl Setup {
         })
     }
 
+    /// Whether any Redis server (or cluster node) of this set-up has a
+    /// subscriber for one of `kind`'s release channels (sharded ones on a
+    /// cluster): a waiter that left keeps none.
+    fn redis_has_subscribers(&self, kind: Kind) -> bool {
+        let names = kind.internal_keys();
+        let any_channel = |node: &RedisServer, subcommand: &str, pattern: &str| match node
+            .command(&["PUBSUB", subcommand, pattern])
+        {
+            Ok(RespValue::Array(channels)) => !channels.is_empty(),
+            other => panic!("PUBSUB {subcommand} {pattern} replied {other:?}"),
+        };
+        if let Some(cluster) = &self.cluster {
+            return cluster.primaries().iter().any(|node| {
+                names
+                    .iter()
+                    .any(|name| any_channel(node, "SHARDCHANNELS", &format!("*{name}")))
+            });
+        }
+        self.servers.iter().any(|server| {
+            names
+                .iter()
+                .any(|name| any_channel(server, "CHANNELS", name))
+        })
+    }
+
     /// Whether the probe manager takes every permit of the semaphore at once
     /// (giving them back): nobody else holds one.
     async fn probe_takes_every_permit(&self) -> bool {
@@ -252,13 +278,22 @@ impl Setup {
         true
     }
 
-    /// Whether nothing of `kind` is left: not in Redis, and not as the probe
-    /// manager sees it.
+    /// Whether nothing of `kind` is left: not in Redis (for the shared kinds
+    /// not even a subscriber of their release channels), and not as the
+    /// probe manager sees it.
     async fn nothing_left(&self, kind: Kind) -> bool {
         match kind {
             Kind::Lock => !self.lock_exists().await,
-            Kind::Permit => !self.redis_holds(kind) && self.probe_takes_every_permit().await,
-            Kind::ReadWrite => !self.redis_holds(kind) && self.probe_takes_write_then_read().await,
+            Kind::Permit => {
+                !self.redis_holds(kind)
+                    && !self.redis_has_subscribers(kind)
+                    && self.probe_takes_every_permit().await
+            }
+            Kind::ReadWrite => {
+                !self.redis_holds(kind)
+                    && !self.redis_has_subscribers(kind)
+                    && self.probe_takes_write_then_read().await
+            }
         }
     }
 
