@@ -396,14 +396,22 @@ async fn take_over(
 }
 
 /// Asserts that each takeover came after the partitioned holder of its key
-/// had been told: never two holders believing they have it at once.
+/// had been told (never two holders believing they have it at once), and
+/// not before the partitioned lease could have ended on the server: nothing
+/// the partitioned holder sent freed it early, so only its expiry did.
 fn assert_taken_over_after_the_holder_knew(partitioned: &[Partitioned], taken_at: &[Instant]) {
     for (outcome, &taken_at) in partitioned.iter().zip(taken_at) {
+        let holder = outcome.holder;
         assert!(
             taken_at > outcome.told_at,
-            "{:?}: the other side got it {:?} before the holder was told",
-            outcome.holder,
+            "{holder:?}: the other side got it {:?} before the holder was told",
             outcome.told_at - taken_at
+        );
+        let end = outcome.certain_validity_end();
+        assert!(
+            taken_at >= end,
+            "{holder:?}: the other side got it {:?} before the partitioned lease could have expired",
+            end - taken_at
         );
     }
 }
