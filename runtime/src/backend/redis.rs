@@ -23,8 +23,8 @@ use super::commands::{
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::notify::Notifications;
-use super::rwlock::{acquire_read, acquire_write, release_read, release_write, renew_read};
-use super::semaphore::{acquire_permit, release_permit, renew_permit};
+use super::rwlock::{acquire_read, acquire_write, release_read, release_write};
+use super::semaphore::{acquire_permit, release_permit, renew_member};
 use super::tls::TlsConfig;
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::options::MinReplicas;
@@ -274,8 +274,8 @@ impl RedisBackend {
         let connection = &mut self.commands.clone();
         match key.kind {
             KeyKind::Lock | KeyKind::Write => renew(connection, key, token, ttl_ms).await,
-            KeyKind::Semaphore => renew_permit(connection, key, token, ttl_ms).await,
-            KeyKind::Read => renew_read(connection, key, token, ttl_ms).await,
+            KeyKind::Semaphore => renew_member(connection, &key.lock, token, ttl_ms).await,
+            KeyKind::Read => renew_member(connection, &key.readers, token, ttl_ms).await,
         }
         .map_err(lock_error)
     }

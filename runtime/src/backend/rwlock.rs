@@ -64,23 +64,6 @@ pub(super) async fn acquire_write(
     Ok(attempt_from_reply(granted, value))
 }
 
-/// Runs `semaphore_renew.lua` on the readers: whether our read lease was
-/// extended.
-pub(super) async fn renew_read(
-    connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
-) -> Result<bool, RedisError> {
-    let renewed: i64 = scripts::SEMAPHORE_RENEW
-        .key(&key.readers)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
-    Ok(renewed == 1)
-}
-
 /// Runs `rw_read_release.lua` once: whether our read lease was given back.
 /// `sharded`: the release message goes out by SPUBLISH (Redis Cluster).
 pub(super) async fn release_read(

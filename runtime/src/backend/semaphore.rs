@@ -61,15 +61,17 @@ pub(super) async fn acquire_permit(
     Ok(PermitAttempt::from_reply(granted, value))
 }
 
-/// Runs `semaphore_renew.lua` once: whether our permit's lease was extended.
-pub(super) async fn renew_permit(
+/// Runs `semaphore_renew.lua` once on the lease set `set` (a semaphore's
+/// holders, or a read/write lock's readers): whether our lease in it was
+/// extended.
+pub(super) async fn renew_member(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
+    set: &str,
     token: &OwnerToken,
     ttl_ms: u64,
 ) -> Result<bool, RedisError> {
     let renewed: i64 = scripts::SEMAPHORE_RENEW
-        .key(&key.lock)
+        .key(set)
         .arg(token.as_str())
         .arg(ttl_ms)
         .invoke_async(connection)
