@@ -27,46 +27,7 @@ use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Har
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
-/// Instantiates each behaviour once per backend, as `redis::NAME`,
-/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`.
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::support::Harness::redis().await).await;
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::support::Harness::sentinel().await).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::support::Harness::cluster().await).await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::support::Harness::memory()).await;
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+support::conformance!(
     held_lock_is_busy_for_other_managers_until_released,
     owner_tokens_are_128_bit_hex_and_unique_per_acquisition,
     zero_ttl_is_rejected_instead_of_creating_a_lock_that_never_expires,

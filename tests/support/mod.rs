@@ -5,6 +5,7 @@
 //! | module | for |
 //! | --- | --- |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
+//! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend |
 //! | [`options`] | the lock options tests use again and again |
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
 //! | [`probes`] | whether a lock is held, seen from outside every lock scope |
@@ -26,6 +27,7 @@
 pub mod assertions;
 pub mod cancel;
 pub mod cluster;
+pub mod conformance;
 pub mod fencing;
 pub mod harness;
 pub mod options;
@@ -40,6 +42,7 @@ pub mod wait;
 pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
+pub(crate) use conformance::conformance;
 pub use fencing::*;
 pub use harness::*;
 pub use options::*;

@@ -1,0 +1,53 @@
+//! The `conformance!` macro: behaviour written once as `async fn NAME(h:
+//! Harness)` and instantiated on every backend, as `redis::NAME` (a real
+//! `redis-server` of the test's own), `sentinel::NAME` (the primary of the
+//! shared Sentinel topology), `cluster::NAME` (the shared Redis Cluster) and
+//! `memory::NAME` (`LockManager::in_memory()`); see [`Harness`](super::Harness).
+//!
+//! Invoke it in the test file that defines the behaviours, next to them:
+//! `support::conformance!(first_behaviour, second_behaviour);`.
+
+/// Instantiates each behaviour once per backend, as `redis::NAME`,
+/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`. Each `NAME` must be
+/// an `async fn NAME(h: Harness)` in the module that invokes the macro.
+// Only the conformance test binaries use it; every other binary that
+// includes `support` would warn about it.
+#[allow(unused_macros)]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::redis().await).await;
+                }
+            )*
+        }
+        mod sentinel {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::sentinel().await).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::cluster().await).await;
+                }
+            )*
+        }
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::memory()).await;
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use conformance;
