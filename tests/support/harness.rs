@@ -12,7 +12,9 @@ use distributed_lock_testkit::RedisServer;
 
 use super::cluster::{cluster_manager, cluster_namespace, shared_cluster};
 use super::options::waiting;
-use super::probes::{becomes_free, is_held};
+use super::probes::{
+    becomes_free, is_held, permit_held, permits_come_back, rw_becomes_free, rw_held,
+};
 use super::sentinel::{sentinel_manager, sentinel_namespace, shared_sentinel};
 use super::wait::{join_within, PROMPTLY};
 
@@ -165,6 +167,40 @@ impl Harness {
         assert!(
             becomes_free(&self.b, key).await,
             "lock `{key}` still held {PROMPTLY:?} after its holder went away; only its 30 s TTL would free it now",
+        );
+    }
+
+    /// Whether some permit of the semaphore `key` is held, as seen by one
+    /// attempt of manager `b` from outside every `with_permit` body; see
+    /// [`permit_held`].
+    pub async fn permit_held_elsewhere(&self, key: &str) -> bool {
+        permit_held(&self.b, key).await
+    }
+
+    /// Asserts that every permit of the semaphore `key` is back within
+    /// [`PROMPTLY`]; with permits taken with [`LONG_TTL`](super::LONG_TTL),
+    /// that proves releases (not expiry) gave them back.
+    pub async fn assert_permits_back_promptly(&self, key: &str) {
+        assert!(
+            permits_come_back(&self.b, key).await,
+            "a permit of `{key}` still held {PROMPTLY:?} after its holder went away; only its 30 s TTL would free it now",
+        );
+    }
+
+    /// Whether a reader or a writer holds the read/write lock `key`, as seen
+    /// by one write attempt of manager `b` from outside every lock scope;
+    /// see [`rw_held`].
+    pub async fn rw_held_elsewhere(&self, key: &str) -> bool {
+        rw_held(&self.b, key).await
+    }
+
+    /// Asserts that the read/write lock `key` is free for a writer within
+    /// [`PROMPTLY`]; with leases taken with [`LONG_TTL`](super::LONG_TTL),
+    /// that proves releases (not expiry) freed it.
+    pub async fn assert_rw_freed_promptly(&self, key: &str) {
+        assert!(
+            rw_becomes_free(&self.b, key).await,
+            "read/write lock `{key}` still held {PROMPTLY:?} after its holders went away; only their 30 s TTL would free it now",
         );
     }
 }

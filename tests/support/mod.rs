@@ -6,6 +6,7 @@
 //! | --- | --- |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
 //! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend |
+//! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
 //! | [`options`] | the lock options tests use again and again |
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
 //! | [`probes`] | whether a lock is held, seen from outside every lock scope |
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod fencing;
 pub mod harness;
+pub mod occupancy;
 pub mod options;
 pub mod probes;
 pub mod restart;
@@ -45,6 +47,7 @@ pub use cluster::*;
 pub(crate) use conformance::conformance;
 pub use fencing::*;
 pub use harness::*;
+pub use occupancy::*;
 pub use options::*;
 pub use probes::*;
 pub use restart::*;
