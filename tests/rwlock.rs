@@ -1,10 +1,10 @@
 //! Read/write locks (`LockManager::acquire_read` / `acquire_write`,
-//! `#[distributed_lock(mode = "read" | "write")]`) against a real
-//! redis-server, a Redis Cluster, a Sentinel-managed primary and in memory: a writer never overlaps a
-//! reader or another writer, a waiting writer is not starved by arriving
-//! readers, a SIGKILLed reader's lease ends with its TTL, re-entrancy
-//! (downgrade re-enters, upgrade fails at once), writers' fencing tokens
-//! rise, a lost read lease is reported, cancellation leaves nothing behind.
+//! `#[distributed_lock(mode = "read" | "write")]`) beyond what
+//! `conformance_shared.rs` runs on every backend: 200 tasks over three
+//! managers never overlapping a writer, a waiting writer not starved by
+//! readers that keep arriving, a reader's member removed behind its back, a
+//! SIGKILLed reader process, cancellation at every `.await`, Redlock's
+//! refusal, and the attribute.
 //!
 //! The names follow the default namespace: the read/write lock on `k` keeps
 //! its writer in `lock-rw:k`, its readers in the sorted set `lock-read:k`
@@ -14,63 +14,21 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed_lock::{distributed_lock, fencing_token, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{poll_until, RedisServer};
 use support::{
     connect, drop_after_polls, join_within, long, poll_async, redlock, waiting, within, Harness,
-    PROMPTLY,
+    Visit, VisitLog, PROMPTLY,
 };
-
-/// Which lease a logged visit held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Read,
-    Write,
-}
-
-/// Visits made under the lock: kind, and start and end taken inside it.
-#[derive(Default)]
-struct Log(Mutex<Vec<(Kind, Instant, Instant)>>);
-
-impl Log {
-    /// Stays inside a little (yielding to the others), and records the visit.
-    async fn visit(&self, kind: Kind) {
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_millis(3)).await;
-        self.0.lock().unwrap().push((kind, start, Instant::now()));
-    }
-
-    /// Panics if a write visit overlaps any other visit; returns the largest
-    /// number of reads that overlapped one read (to show readers did share).
-    fn check(&self) -> usize {
-        let visits = self.0.lock().unwrap();
-        let mut most_shared = 0;
-        for (i, (kind, start, end)) in visits.iter().enumerate() {
-            let overlapping: Vec<&(Kind, Instant, Instant)> = visits
-                .iter()
-                .enumerate()
-                .filter(|(j, (_, other_start, other_end))| {
-                    *j != i && other_start < end && start < other_end
-                })
-                .map(|(_, visit)| visit)
-                .collect();
-            if *kind == Kind::Write {
-                assert!(overlapping.is_empty(), "a write overlapped {overlapping:?}");
-            }
-            most_shared = most_shared.max(overlapping.len());
-        }
-        most_shared
-    }
-}
 
 /// `tasks` tasks spread over `managers`, every fifth a writer, each visit
 /// the read/write lock `catalog` once (waiting up to 60 s): all done within
 /// 90 s, no write overlapping any other visit, and some reads shared.
 async fn writers_never_overlap_anyone(managers: &[LockManager], tasks: usize) {
-    let log = Arc::new(Log::default());
+    let log = Arc::new(VisitLog::default());
     let handles = (0..tasks)
         .map(|task| {
             let locks = managers[task % managers.len()].clone();
@@ -79,18 +37,18 @@ async fn writers_never_overlap_anyone(managers: &[LockManager], tasks: usize) {
                 let options = waiting(Duration::from_secs(60));
                 if task % 5 == 0 {
                     let guard = locks.acquire_write("catalog", options).await.unwrap();
-                    log.visit(Kind::Write).await;
+                    log.visit(Visit::Write).await;
                     guard.release().await.expect("still our write lease");
                 } else {
                     let guard = locks.acquire_read("catalog", options).await.unwrap();
-                    log.visit(Kind::Read).await;
+                    log.visit(Visit::Read).await;
                     guard.release().await.expect("still our read lease");
                 }
             })
         })
         .collect();
     join_within(handles, Duration::from_secs(90), "every task's visit").await;
-    assert_eq!(log.0.lock().unwrap().len(), tasks);
+    assert_eq!(log.count(Visit::Read) + log.count(Visit::Write), tasks);
     assert!(log.check() > 0, "no two reads ever shared the lock");
 }
 
@@ -102,23 +60,6 @@ async fn two_hundred_tasks_over_three_managers_never_overlap_a_writer() {
         managers.push(connect(&server.url()).await);
     }
     writers_never_overlap_anyone(&managers, 200).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn cluster_writers_never_overlap_anyone() {
-    let harness = Harness::cluster().await;
-    writers_never_overlap_anyone(&[harness.a.clone(), harness.b.clone()], 60).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sentinel_writers_never_overlap_anyone() {
-    let harness = Harness::sentinel().await;
-    writers_never_overlap_anyone(&[harness.a.clone(), harness.b.clone()], 40).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_writers_never_overlap_anyone() {
-    writers_never_overlap_anyone(&[LockManager::in_memory()], 200).await;
 }
 
 /// Readers keep arriving, each holding 60 ms, a new one every 10 ms (so
@@ -176,109 +117,6 @@ async fn waiting_writer_completes_while_readers_keep_arriving() {
 async fn memory_waiting_writer_completes_while_readers_keep_arriving() {
     let harness = Harness::memory();
     waiting_writer_is_not_starved(&harness.a, &harness.b).await;
-}
-
-/// Inside a write scope, a read of the same key re-enters the write lease
-/// (no new lease: nothing is added to the readers) and sees the writer's
-/// fencing token; nested scopes too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_inside_write_re_enters() {
-    let server = RedisServer::start();
-    let locks = connect(&server.url()).await;
-    let inner = locks.clone();
-    let server_ref = &server;
-    let outcome = within(locks.with_write("doc", long(), async move {
-        let written = fencing_token().await.unwrap();
-        let read = inner.acquire_read("doc", long()).await.unwrap();
-        let readers = server_ref.command(&["EXISTS", "lock-read:doc"]).unwrap();
-        let nested = inner
-            .with_read("doc", long(), async { fencing_token().await.unwrap() })
-            .await
-            .unwrap();
-        (read.is_reentered(), readers.as_integer(), written, nested)
-    }))
-    .await
-    .unwrap();
-    let (reentered, readers, written, nested) = outcome;
-    assert!(reentered, "the read re-entered the write lease");
-    assert_eq!(readers, Some(0), "the downgrade took no read lease");
-    assert_eq!(written, nested, "the nested read sees the writer's token");
-    assert!(within(locks.try_acquire_write("doc", long()))
-        .await
-        .unwrap()
-        .is_some());
-}
-
-/// Inside a read scope, a write of the same key fails at once (not after
-/// its 30 s wait) with `UpgradeRefused`; a read re-enters.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_inside_read_fails_at_once() {
-    let locks = LockManager::in_memory();
-    let inner = locks.clone();
-    let started = Instant::now();
-    let (write, read) = within(locks.with_read("doc", long(), async move {
-        let write = inner
-            .acquire_write("doc", waiting(Duration::from_secs(30)))
-            .await
-            .map(drop);
-        let read = inner.acquire_read("doc", long()).await.unwrap();
-        (write, read.is_reentered())
-    }))
-    .await
-    .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(1));
-    match write {
-        Err(err @ LockError::UpgradeRefused { .. }) => {
-            assert!(
-                err.to_string()
-                    .contains("write lock around the whole scope"),
-                "{err}"
-            );
-        }
-        other => panic!("expected UpgradeRefused, got {other:?}"),
-    }
-    assert!(read, "a read inside a read re-enters");
-}
-
-/// Writers on two managers, one after another, get fencing tokens that
-/// strictly increase; readers get none.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writer_fencing_tokens_strictly_increase() {
-    let harness = Harness::redis().await;
-    let mut last = 0;
-    for round in 0..10 {
-        let guard = within(
-            harness
-                .alternate(round)
-                .acquire_write("ledger", long().fenced(true)),
-        )
-        .await
-        .unwrap();
-        let token = guard.fencing_token().await.unwrap();
-        assert!(token > last, "writer {round}: token {token} after {last}");
-        last = token;
-        let reader = harness
-            .alternate(round + 1)
-            .try_acquire_read("ledger", long())
-            .await
-            .unwrap();
-        assert!(reader.is_none(), "a reader got in beside writer {round}");
-        guard.release().await.unwrap();
-    }
-    let fenced_read = harness.a.acquire_read("ledger", long().fenced(true)).await;
-    assert!(
-        matches!(fenced_read, Err(LockError::InvalidOptions(_))),
-        "{fenced_read:?}"
-    );
-    let in_read_scope = harness
-        .a
-        .with_read("ledger", long(), fencing_token())
-        .await
-        .unwrap();
-    assert!(
-        matches!(in_read_scope, Err(LockError::InvalidOptions(_))),
-        "{in_read_scope:?}"
-    );
 }
 
 /// A read lease whose member is removed behind its back is reported lost by
@@ -421,14 +259,14 @@ async fn redlock_refuses_read_write_locks() {
 /// A catalog read and written through the attribute.
 struct Catalog {
     locks: LockManager,
-    log: Arc<Log>,
+    log: Arc<VisitLog>,
 }
 
 impl Catalog {
     #[distributed_lock(key = "catalog:{id}", mode = "read", wait = "30s", manager = self.locks)]
     async fn show(&self, id: u32) -> Result<(), LockError> {
         let _ = id;
-        self.log.visit(Kind::Read).await;
+        self.log.visit(Visit::Read).await;
         Ok(())
     }
 
@@ -443,7 +281,7 @@ impl Catalog {
     async fn update(&self, id: u32) -> Result<u64, LockError> {
         // A read inside the write re-enters at once.
         assert!(self.peek(id).await?);
-        self.log.visit(Kind::Write).await;
+        self.log.visit(Visit::Write).await;
         fencing_token().await
     }
 }
@@ -451,7 +289,7 @@ impl Catalog {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn annotated_reads_and_writes_never_overlap() {
     let server = RedisServer::start();
-    let log = Arc::new(Log::default());
+    let log = Arc::new(VisitLog::default());
     let mut calls = Vec::new();
     for call in 0..30 {
         let catalog = Catalog {
@@ -467,14 +305,7 @@ async fn annotated_reads_and_writes_never_overlap() {
         }));
     }
     join_within(calls, Duration::from_secs(60), "the annotated calls").await;
-    let writes = log
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(kind, ..)| *kind == Kind::Write)
-        .count();
-    assert_eq!(writes, 10);
+    assert_eq!(log.count(Visit::Write), 10);
     log.check();
 }
 

@@ -1,8 +1,8 @@
 //! Counting semaphores (`LockManager::semaphore`, `#[distributed_lock(permits
-//! = N)]`) against a real redis-server, a Redis Cluster, a Sentinel-managed
-//! primary and in memory: at
-//! most N holders, a crashed holder's permit back by its TTL, waiters woken
-//! by releases, N lowered while held, lost permits reported, cancellation.
+//! = N)]`) beyond what `conformance_shared.rs` runs on every backend: 50
+//! tasks over three managers, a member removed behind its holder's back, a
+//! SIGKILLed holder process, cancellation at every `.await`, Redlock's
+//! refusal, and the attribute.
 //!
 //! The names follow the default namespace: the semaphore on `k` is the sorted
 //! set `lock-sem:k`. Every loop is bounded in count and time.
@@ -10,7 +10,6 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,29 +17,8 @@ use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::{poll_until, RedisServer};
 use support::{
     connect, drop_after_polls, join_within, long, poll_async, redlock, waiting, within, Harness,
-    PROMPTLY,
+    Occupancy, PROMPTLY,
 };
-
-/// How many holders are inside at once, and the most there ever were.
-#[derive(Default)]
-struct Occupancy {
-    inside: AtomicUsize,
-    most: AtomicUsize,
-}
-
-impl Occupancy {
-    /// Enters, stays a little (yielding to the others), leaves.
-    async fn visit(&self) {
-        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        self.inside.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn most(&self) -> usize {
-        self.most.load(Ordering::SeqCst)
-    }
-}
 
 /// `tasks` tasks spread over `managers` each take one of `permits` permits of
 /// one semaphore (waiting up to 30 s), visit, and release: all done within
@@ -71,36 +49,6 @@ async fn permits_bound_the_holders(managers: &[LockManager], permits: u32, tasks
     assert_eq!(occupancy.most(), permits, "the semaphore was never full");
 }
 
-/// A holder with a 30 s lease releases its only permit 300 ms after a waiter
-/// of another manager started waiting: the waiter gets it well within a
-/// second of the release, long before the lease (or any TTL retry) would
-/// have let it in.
-async fn a_release_wakes_a_waiter_promptly(holder: &LockManager, waiter: &LockManager) {
-    let held = within(holder.semaphore("single", 1).acquire(long()))
-        .await
-        .unwrap();
-    let semaphore = waiter.semaphore("single", 1);
-    let waiting_task = tokio::spawn(async move {
-        let permit = semaphore
-            .acquire(waiting(Duration::from_secs(20)))
-            .await
-            .expect("a permit once the holder releases");
-        let got = Instant::now();
-        permit.release().await.unwrap();
-        got
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting_task.is_finished(), "the waiter got a held permit");
-    let released = Instant::now();
-    held.release().await.unwrap();
-    let got = within(waiting_task).await.unwrap();
-    let after = got.saturating_duration_since(released);
-    assert!(
-        after < Duration::from_secs(1),
-        "the waiter got the permit {after:?} after its release"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_permits_bound_fifty_tasks_over_three_managers() {
     let server = RedisServer::start();
@@ -109,83 +57,6 @@ async fn five_permits_bound_fifty_tasks_over_three_managers() {
         managers.push(connect(&server.url()).await);
     }
     permits_bound_the_holders(&managers, 5, 50).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn cluster_permits_bound_the_holders() {
-    let harness = Harness::cluster().await;
-    permits_bound_the_holders(&[harness.a.clone(), harness.b.clone()], 3, 20).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_permits_bound_the_holders() {
-    let harness = Harness::memory();
-    permits_bound_the_holders(std::slice::from_ref(&harness.a), 5, 50).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn released_permit_wakes_a_waiter_promptly() {
-    let harness = Harness::redis().await;
-    a_release_wakes_a_waiter_promptly(&harness.a, &harness.b).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_released_permit_wakes_a_waiter_promptly() {
-    let harness = Harness::cluster().await;
-    a_release_wakes_a_waiter_promptly(&harness.a, &harness.b).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sentinel_released_permit_wakes_a_waiter_promptly() {
-    let harness = Harness::sentinel().await;
-    a_release_wakes_a_waiter_promptly(&harness.a, &harness.b).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_released_permit_wakes_a_waiter_promptly() {
-    let harness = Harness::memory();
-    a_release_wakes_a_waiter_promptly(&harness.a, &harness.b).await;
-}
-
-/// Lowering N from 3 to 2 while three permits are held revokes none of them;
-/// newcomers with N = 2 get in only once the holders are down to one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lowering_permits_makes_newcomers_wait_until_holders_drop_below_it() {
-    let server = RedisServer::start();
-    let locks = connect(&server.url()).await;
-    let three = locks.semaphore("pool", 3);
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        held.push(within(three.try_acquire(long())).await.unwrap().unwrap());
-    }
-    let two = locks.semaphore("pool", 2);
-    assert!(within(two.try_acquire(long())).await.unwrap().is_none());
-
-    held.pop().unwrap().release().await.unwrap();
-    assert!(
-        within(two.try_acquire(long())).await.unwrap().is_none(),
-        "two holders are not below N = 2"
-    );
-    assert!(
-        held.iter().all(|permit| !permit.is_lost()),
-        "no holder is revoked"
-    );
-
-    let newcomer = {
-        let two = two.clone();
-        tokio::spawn(async move { two.acquire(waiting(Duration::from_secs(10))).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!newcomer.is_finished(), "the newcomer waits at two holders");
-    held.pop().unwrap().release().await.unwrap();
-    let permit = within(newcomer)
-        .await
-        .unwrap()
-        .expect("one holder is below N = 2");
-    let members = server.command(&["ZCARD", "lock-sem:pool"]).unwrap();
-    assert_eq!(members.as_integer(), Some(2));
-    permit.release().await.unwrap();
-    held.pop().unwrap().release().await.unwrap();
 }
 
 /// A permit whose member is deleted behind its back is reported lost by its
@@ -268,55 +139,6 @@ async fn cancelled_acquire_leaves_no_permit_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_cancelled_acquire_leaves_no_permit_behind() {
     cancelled_acquisitions_leave_no_permit(&LockManager::in_memory()).await;
-}
-
-/// Inside a body run under a permit, the same semaphore fails at once rather
-/// than wait for a permit its caller may be keeping from itself; another
-/// semaphore, or the lock of the same key, is taken as usual.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nested_acquire_of_the_same_semaphore_fails_at_once() {
-    let locks = LockManager::in_memory();
-    let outer = locks.semaphore("nested", 1);
-    let inner_locks = locks.clone();
-    let nested = within(outer.with_permit(long(), async move {
-        let same = inner_locks
-            .semaphore("nested", 1)
-            .acquire(waiting(Duration::from_secs(30)))
-            .await;
-        let other = inner_locks.semaphore("other", 1).acquire(long()).await;
-        let lock = inner_locks.acquire("nested", long()).await;
-        (same.map(drop), other.is_ok(), lock.is_ok())
-    }))
-    .await
-    .unwrap();
-    assert!(
-        matches!(nested, (Err(LockError::AlreadyHeld { .. }), true, true)),
-        "{nested:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zero_permits_and_lock_only_options_are_invalid() {
-    let locks = LockManager::in_memory();
-    let refused = [
-        locks.semaphore("k", 0).acquire(long()).await.map(drop),
-        locks
-            .semaphore("k", 1)
-            .acquire(long().fenced(true))
-            .await
-            .map(drop),
-        locks
-            .semaphore("k", 1)
-            .acquire(long().hold_at_least(Duration::from_secs(1)))
-            .await
-            .map(drop),
-    ];
-    for result in refused {
-        assert!(
-            matches!(result, Err(LockError::InvalidOptions(_))),
-            "{result:?}"
-        );
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
