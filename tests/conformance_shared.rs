@@ -50,6 +50,8 @@ support::conformance!(
     expired_permit_is_reported_lost_and_cannot_free_the_next_holders,
     lost_permit_cancels_with_permit_body_with_lease_lost,
     lowering_permits_revokes_nobody_and_holds_newcomers_back,
+    waiting_without_limit_does_not_overflow_the_deadline,
+    release_futures_dropped_after_first_poll_still_release,
     // Read/write locks.
     readers_share_the_lock_across_managers,
     writer_excludes_readers_and_other_writers,
@@ -522,6 +524,73 @@ async fn lowering_permits_revokes_nobody_and_holds_newcomers_back(h: Harness) {
     permit.release().await.unwrap();
     held.pop().unwrap().release().await.unwrap();
     h.assert_permits_back_promptly("k").await;
+}
+
+/// The semaphore's, then a writer's, then a reader's wait with
+/// `wait(Duration::MAX)` (no limit), each behind a holder that releases
+/// after 100 ms: woken by the release, not a panic on the deadline.
+async fn waiting_without_limit_does_not_overflow_the_deadline(h: Harness) {
+    let forever = || waiting(Duration::MAX);
+
+    let holder = h.a.semaphore("s", 1).acquire(long()).await.unwrap();
+    let waiter = h.b.semaphore("s", 1);
+    let waiter = tokio::spawn(async move { waiter.acquire(forever()).await });
+    release_after_100ms(holder.release()).await;
+    timeout(NO_HANG, waiter)
+        .await
+        .expect("the permit waiter is woken by the release")
+        .expect("`wait(Duration::MAX)` means no limit, not a panic")
+        .expect("the waiter gets the permit")
+        .release()
+        .await
+        .unwrap();
+
+    let reader = h.a.acquire_read("rw", long()).await.unwrap();
+    let locks = h.b.clone();
+    let writer = tokio::spawn(async move { locks.acquire_write("rw", forever()).await });
+    release_after_100ms(reader.release()).await;
+    let writer = timeout(NO_HANG, writer)
+        .await
+        .expect("the writer is woken by the reader's release")
+        .expect("`wait(Duration::MAX)` means no limit, not a panic")
+        .expect("the writer gets in");
+
+    let locks = h.b.clone();
+    let reader = tokio::spawn(async move { locks.acquire_read("rw", forever()).await });
+    release_after_100ms(writer.release()).await;
+    timeout(NO_HANG, reader)
+        .await
+        .expect("the reader is woken by the writer's release")
+        .expect("`wait(Duration::MAX)` means no limit, not a panic")
+        .expect("the reader gets in")
+        .release()
+        .await
+        .unwrap();
+}
+
+/// Awaits `release` 100 ms from now, while a waiter waits.
+async fn release_after_100ms(release: impl Future<Output = Result<(), LockError>>) {
+    sleep(Duration::from_millis(100)).await;
+    release.await.expect("the holder's own lease");
+}
+
+/// A permit's, a reader's and a writer's `release()` dropped after one poll
+/// (before its answer) still gives the permit or lease back.
+async fn release_futures_dropped_after_first_poll_still_release(h: Harness) {
+    let permit = h.a.semaphore("s", 1).acquire(long()).await.unwrap();
+    let cut_short = timeout(Duration::ZERO, permit.release()).await;
+    assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
+    h.assert_permits_back_promptly("s").await;
+
+    let reader = h.a.acquire_read("rw", long()).await.unwrap();
+    let cut_short = timeout(Duration::ZERO, reader.release()).await;
+    assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
+    h.assert_rw_freed_promptly("rw").await;
+
+    let writer = h.a.acquire_write("rw", long()).await.unwrap();
+    let cut_short = timeout(Duration::ZERO, writer.release()).await;
+    assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
+    h.assert_rw_freed_promptly("rw").await;
 }
 
 // ---------------------------------------------------------------------------
