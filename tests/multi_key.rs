@@ -164,6 +164,94 @@ async fn each_key_has_its_own_fencing_token() {
     assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
 }
 
+/// The remaining TTLs of `lock:a` and `lock:b`, read in one atomic script.
+fn remaining_ttls(server: &RedisServer) -> (i64, i64) {
+    let reply = server
+        .command(&[
+            "EVAL",
+            "return {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}",
+            "2",
+            "lock:a",
+            "lock:b",
+        ])
+        .expect("PTTL of both keys");
+    match reply {
+        RespValue::Array(ttls) => match ttls.as_slice() {
+            [a, b] => (a.as_integer().unwrap(), b.as_integer().unwrap()),
+            other => panic!("two TTLs expected, got {other:?}"),
+        },
+        other => panic!("two TTLs expected, got {other:?}"),
+    }
+}
+
+/// The keys of a set are renewed together, in one cycle: `a` is taken
+/// 200 ms before `b` (held by another manager until then), yet after two
+/// renewal periods both keys' TTLs are reset at the same moment each cycle,
+/// so they stay within 40 ms of each other, where keys renewed on their own
+/// schedules would stay about 200 ms apart. Both outlive their ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_of_a_set_are_renewed_together() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let other = connect(&server.url()).await;
+    let ttl = Duration::from_millis(900);
+    let held = other.acquire("b", long()).await.unwrap();
+    let release_later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        held.release().await.unwrap();
+    });
+    let options = LockOptions::new().ttl(ttl).wait(Duration::from_secs(5));
+    let both = within(locks.acquire_all(["a", "b"], options))
+        .await
+        .unwrap();
+    within(release_later).await.unwrap();
+
+    tokio::time::sleep(ttl).await;
+    for _ in 0..5 {
+        let (a, b) = remaining_ttls(&server);
+        assert!(a > 0 && b > 0, "a key expired: PTTL a {a}, b {b}");
+        assert!(
+            (a - b).abs() < 40,
+            "the keys were renewed apart: PTTL a {a} ms, b {b} ms"
+        );
+        tokio::time::sleep(Duration::from_millis(70)).await;
+    }
+    assert!(!both.is_lost());
+    both.release().await.unwrap();
+    assert!(is_free(&other, "a").await && is_free(&other, "b").await);
+}
+
+/// A key of a set renewed together that is taken from it (deleted here) is
+/// reported lost at its next renewal, within one ttl, and only that key: the
+/// set is lost, the other key is still held and renewed until the release,
+/// which reports the lost key and frees the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_taken_from_a_set_renewed_together_is_lost_alone() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let ttl = Duration::from_millis(600);
+    let both = within(locks.acquire_all(["a", "b"], LockOptions::new().ttl(ttl)))
+        .await
+        .unwrap();
+    server.command(&["DEL", "lock:b"]).unwrap();
+    tokio::time::timeout(ttl, both.lost())
+        .await
+        .expect("the set is lost within one ttl of the key's deletion");
+    assert!(both.guard("b").unwrap().is_lost());
+    tokio::time::sleep(ttl).await;
+    assert!(
+        !both.guard("a").unwrap().is_lost(),
+        "the key still held was reported lost with the other"
+    );
+    assert!(lock_value(&server, "a").as_str().is_some());
+    let released = both.release().await;
+    assert!(
+        matches!(released, Err(LockError::LeaseLost { ref key }) if key == "b"),
+        "{released:?}"
+    );
+    assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
+}
+
 /// The body is cancelled as soon as the lease of any key is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_any_key_cancels_the_body() {

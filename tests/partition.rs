@@ -2,7 +2,8 @@
 //! testkit's [`FaultProxy`]: the holder must stop working before its lease
 //! can have run out on the server, the other side must get the lock once it
 //! has, and fencing tokens must reject the old holder's late writes. Single
-//! Redis, Redlock and Redis Cluster.
+//! Redis (one key, and a set of keys renewed together), Redlock and Redis
+//! Cluster.
 //!
 //! The partitioned holder `a` reaches Redis only through proxies; the other
 //! side `b` connects directly. Every wait is bounded by a timeout, so a
@@ -265,6 +266,99 @@ async fn partitioned_holder_is_cancelled_before_its_lease_ends_when_blackholed()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_holder_is_cancelled_before_its_lease_ends_when_delayed_past_the_ttl() {
     partitioned_single_holder_is_cancelled(Fault::DelayPastTtl).await;
+}
+
+/// The keys of the set a `with_locks` holder takes in the set tests.
+const SET: [&str; 2] = ["set-x", "set-y"];
+
+/// Partitions, with `fault`, a single-Redis holder of two keys renewed
+/// together, whose first key was taken 300 ms before the second (the other
+/// side held it until then): its body is cancelled before the *first* key's
+/// lease can have run out on the server, and the other side then gets both
+/// keys.
+async fn partitioned_holder_of_a_set_is_cancelled(fault: Fault) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let a = through(&proxy).await;
+    let b = connect(&server.url()).await;
+    let second = b.acquire(SET[1], options()).await.unwrap();
+    let stagger = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        second.release().await.unwrap();
+    });
+
+    let ticks = Arc::new(Mutex::new(Vec::new()));
+    let (started, body_started) = oneshot::channel();
+    let body = {
+        let ticks = Arc::clone(&ticks);
+        async move {
+            // The test awaits the receiver; a dropped one only means it failed already.
+            let _ = started.send(());
+            for _ in 0..LONG_BODY_TICKS {
+                ticks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(Instant::now());
+                tokio::time::sleep(TICK).await;
+            }
+        }
+    };
+    let acquire_sent = Instant::now();
+    let holder = {
+        let a = a.clone();
+        let waiting = options().wait(PROMPTLY);
+        tokio::spawn(async move { a.with_locks(SET, waiting, body).await })
+    };
+    timeout(2 * PROMPTLY, body_started)
+        .await
+        .expect("the holder gets both keys once the other side let go")
+        .expect("the body starts");
+    stagger.await.unwrap();
+    fault.apply(&proxy);
+
+    let result = timeout(3 * TTL, holder)
+        .await
+        .expect("with_locks returns once the set is lost")
+        .expect("holder task");
+    assert!(
+        matches!(result, Err(LockError::LeaseLost { ref key }) if SET.contains(&key.as_str())),
+        "{result:?}"
+    );
+    let last = *ticks
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .last()
+        .expect("the body ran");
+    let first_lease_end = acquire_sent + TTL;
+    assert!(
+        last < first_lease_end,
+        "the body still ran {:?} after the first key's lease could have expired on the server",
+        last - first_lease_end
+    );
+    let both = timeout(
+        TTL + PROMPTLY,
+        b.acquire_all(SET, options().wait(TTL + Duration::from_secs(1))),
+    )
+    .await
+    .expect("acquire_all returns within its wait")
+    .expect("the other side gets both keys once their leases ran out");
+    both.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_holder_of_a_set_is_cancelled_before_its_first_lease_ends_when_cut() {
+    partitioned_holder_of_a_set_is_cancelled(Fault::Cut).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_holder_of_a_set_is_cancelled_before_its_first_lease_ends_when_blackholed() {
+    partitioned_holder_of_a_set_is_cancelled(Fault::Blackhole).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_holder_of_a_set_is_cancelled_before_its_first_lease_ends_when_delayed_past_the_ttl(
+) {
+    partitioned_holder_of_a_set_is_cancelled(Fault::DelayPastTtl).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -225,7 +225,14 @@ impl Lease {
         self.watchdog = Some(watchdog);
     }
 
-    /// Stops renewal now. Idempotent.
+    /// The watchdog renewing this lease (on its own, until handed over to
+    /// one that renews a set together).
+    pub(crate) fn watchdog(&self) -> Option<&Arc<Watchdog>> {
+        self.watchdog.as_ref()
+    }
+
+    /// Stops renewal now, also by a watchdog this lease was handed over to.
+    /// Idempotent.
     pub(crate) fn stop_watchdog(&self) {
         if let Some(watchdog) = &self.watchdog {
             watchdog.stop();

@@ -15,7 +15,7 @@ use crate::pending::PendingAcquire;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
 use crate::wait_queue::Wake;
-use crate::watchdog::{RenewalTimer, Watched};
+use crate::watchdog::{RenewalTimer, Watchdog, Watched};
 use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
 
 /// How long a newcomer queued behind local waiters waits for a release
@@ -565,6 +565,18 @@ impl LockManager {
             .await;
         pending.settled();
         Ok((attempt?, sent))
+    }
+
+    /// Renews the leases `guards` own (not re-entered ones) together, in one
+    /// cycle; see [`RenewalTimer::renew_together`]. The returned watchdog is
+    /// to be stopped when the guards are released.
+    pub(crate) fn renew_together(&self, guards: &[LockGuard]) -> Option<Arc<Watchdog>> {
+        let watchdogs: Vec<&Arc<Watchdog>> = guards
+            .iter()
+            .filter(|guard| !guard.is_reentered())
+            .filter_map(|guard| guard.lease().watchdog())
+            .collect();
+        self.inner.renewals.renew_together(&watchdogs)
     }
 
     /// A lease on `key` (a lock or a semaphore's permit) granted by an

@@ -11,16 +11,32 @@ use std::time::Instant;
 use futures_util::future::{join_all, select_all};
 
 use crate::manager::until_lost;
+use crate::watchdog::Watchdog;
 use crate::{scope, LockError, LockGuard, LockManager, LockOptions, OnLost};
 
 /// The locks on several keys, held together. Released together by
 /// [`release`](Self::release), or when dropped (each key as a dropped
 /// [`LockGuard`] is).
 #[must_use = "the locks are released as soon as the guard is dropped"]
-#[derive(Debug)]
 pub struct MultiGuard {
     /// One guard per distinct key, in key order.
     guards: Vec<LockGuard>,
+    /// The watchdog renewing the keys' leases together, once all are held.
+    renewal: Option<Arc<Watchdog>>,
+}
+
+impl std::fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiGuard")
+            .field("guards", &self.guards)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for MultiGuard {
+    fn drop(&mut self) {
+        self.stop_renewal();
+    }
 }
 
 impl MultiGuard {
@@ -60,9 +76,18 @@ impl MultiGuard {
     /// key); the first key's error, if any (the other keys are released all
     /// the same). Dropped midway, the keys not yet released are released as
     /// dropped guards are.
-    pub async fn release(self) -> Result<(), LockError> {
-        let releases = self.guards.into_iter().map(LockGuard::release);
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.stop_renewal();
+        let releases = std::mem::take(&mut self.guards)
+            .into_iter()
+            .map(LockGuard::release);
         join_all(releases).await.into_iter().collect()
+    }
+
+    fn stop_renewal(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.stop();
+        }
     }
 }
 
@@ -72,8 +97,11 @@ impl LockManager {
     /// once), so callers asking for the same keys in any order never
     /// deadlock. `wait` bounds the whole acquisition, not each key. If any
     /// key fails (busy after the wait, or an error), the keys taken so far
-    /// are released before the error returns. Each key has its own lease and
-    /// renewal; fencing tokens are per key ([`MultiGuard::fencing_token`]).
+    /// are released before the error returns. Each key has its own lease;
+    /// once all are held, their renewals are sent together, in one cycle
+    /// every ttl/3 (in flight at the same time, not one after another); a key
+    /// whose renewal fails is lost on its own, which makes the set lost.
+    /// Fencing tokens are per key ([`MultiGuard::fencing_token`]).
     /// Cancel-safe as [`acquire`](Self::acquire): dropped at any `.await`,
     /// it leaves no lock behind.
     pub async fn acquire_all<I>(
@@ -105,7 +133,10 @@ impl LockManager {
             match self.acquire(key, options.clone().wait(left)).await {
                 Ok(guard) => guards.push(guard),
                 Err(err) => {
-                    let taken = MultiGuard { guards };
+                    let taken = MultiGuard {
+                        guards,
+                        renewal: None,
+                    };
                     if let Err(release) = taken.release().await {
                         tracing::warn!(key, error = %release, "giving back the keys taken before a failed acquire_all failed; they expire after their TTL");
                     }
@@ -113,7 +144,8 @@ impl LockManager {
                 }
             }
         }
-        Ok(MultiGuard { guards })
+        let renewal = self.renew_together(&guards);
+        Ok(MultiGuard { guards, renewal })
     }
 
     /// Runs `body` while holding every key of `keys` (see

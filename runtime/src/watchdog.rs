@@ -12,11 +12,18 @@
 //! no renewal granted, whatever the failure (refused, reset, silent, slow), the
 //! lease is reported lost. `Lease::lost` also wakes at the validity on its own,
 //! so a stalled timer cannot delay the report either.
+//!
+//! The leases of one `acquire_all` are renewed together
+//! ([`RenewalTimer::renew_together`]): one timer slot and one cycle for the
+//! set, every key's renewal sent at the same moment and in flight together,
+//! instead of one cycle per key at staggered times.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
@@ -47,18 +54,26 @@ struct Schedule {
     timer_wakes_at: Option<Instant>,
 }
 
-/// The watchdog of one lease. Holds no reference to the guard, so it never
-/// keeps a lock alive on its own.
+/// The watchdog of one lease, or of a set of leases renewed together. Holds
+/// no reference to the guards, so it never keeps a lock alive on its own.
 pub(crate) struct Watchdog {
     backend: Arc<Backend>,
-    key: Arc<LockKey>,
-    token: OwnerToken,
     ttl: Duration,
     renew: bool,
-    status: watch::Sender<LeaseStatus>,
-    label: MetricLabel,
+    leases: Vec<Arc<WatchedLease>>,
     timer: Weak<RenewalTimer>,
     state: Mutex<WatchState>,
+}
+
+/// One lease a watchdog keeps alive: the lock, its owner token, the status
+/// to keep up to date, its metrics' label, and whether it has ended (its
+/// guard released or dropped), which every watchdog renewing it heeds.
+struct WatchedLease {
+    key: Arc<LockKey>,
+    token: OwnerToken,
+    status: watch::Sender<LeaseStatus>,
+    label: MetricLabel,
+    ended: AtomicBool,
 }
 
 /// A lease to watch: the lock, its owner token and lease, whether to renew
@@ -103,22 +118,73 @@ impl RenewalTimer {
         } = lease;
         let watchdog = Arc::new(Watchdog {
             backend,
-            key,
-            token,
             ttl,
             renew,
-            status,
-            label,
+            leases: vec![Arc::new(WatchedLease {
+                key,
+                token,
+                status,
+                label,
+                ended: AtomicBool::new(false),
+            })],
             timer: Arc::downgrade(self),
             state: Mutex::new(WatchState::default()),
         });
-        let first = match watchdog.valid_until() {
+        let first = match watchdog.leases[0].valid_until() {
             Some(_) if renew => sent + watchdog.period(),
             Some(valid_until) => valid_until,
             None => return watchdog,
         };
         self.schedule(&watchdog, first);
         watchdog
+    }
+
+    /// Renews the leases of `watchdogs` together from now on: one watchdog
+    /// takes them over, with one timer slot, and sends all their renewals
+    /// at once each cycle. Its first cycle is when the earliest of theirs
+    /// was due (at once if one of them was renewing just then), so no lease
+    /// is renewed later than it would have been. Each lease still ends with
+    /// its own guard, and is reported lost on its own. Leases without
+    /// renewal, ended ones, and watchdogs of another backend or ttl than the
+    /// first one's are left as they are. Returns the new watchdog, to
+    /// [`stop`](Watchdog::stop) once the set is released; `None` when fewer
+    /// than two leases could be joined.
+    pub(crate) fn renew_together(
+        self: &Arc<Self>,
+        watchdogs: &[&Arc<Watchdog>],
+    ) -> Option<Arc<Watchdog>> {
+        let first = watchdogs.first()?;
+        let joinable: Vec<&Arc<Watchdog>> = watchdogs
+            .iter()
+            .copied()
+            .filter(|watchdog| {
+                watchdog.renew
+                    && watchdog.ttl == first.ttl
+                    && Arc::ptr_eq(&watchdog.backend, &first.backend)
+            })
+            .collect();
+        if joinable.len() < 2 {
+            return None;
+        }
+        let mut due = None::<Instant>;
+        let mut leases = Vec::new();
+        for watchdog in joinable {
+            let Some(was_due) = watchdog.retire() else {
+                continue;
+            };
+            due = Some(due.map_or(was_due, |earliest| earliest.min(was_due)));
+            leases.extend(watchdog.leases.iter().cloned());
+        }
+        let together = Arc::new(Watchdog {
+            backend: Arc::clone(&first.backend),
+            ttl: first.ttl,
+            renew: true,
+            leases,
+            timer: Arc::downgrade(self),
+            state: Mutex::new(WatchState::default()),
+        });
+        self.schedule(&together, due.unwrap_or_else(Instant::now));
+        Some(together)
     }
 
     fn schedule(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
@@ -208,15 +274,13 @@ impl Watchdog {
         (self.ttl / 3).max(MIN_PERIOD)
     }
 
-    fn valid_until(&self) -> Option<Instant> {
-        match *self.status.borrow() {
-            LeaseStatus::Held { valid_until } => Some(valid_until),
-            LeaseStatus::Lost => None,
-        }
-    }
-
-    /// Stops watching: no renewal is sent after this returns. Idempotent.
+    /// Stops watching: no renewal is sent after this returns, by this
+    /// watchdog or by one renewing its leases together with others; its
+    /// leases have ended. Idempotent.
     pub(crate) fn stop(&self) {
+        for lease in &self.leases {
+            lease.ended.store(true, Ordering::SeqCst);
+        }
         let slot = {
             let mut state = locked(&self.state);
             state.stopped = true;
@@ -225,6 +289,31 @@ impl Watchdog {
             }
             state.slot.take()
         };
+        self.unschedule(slot);
+    }
+
+    /// Hands this watchdog's leases over to another: it schedules nothing
+    /// more, and a renewal of its still in flight completes (its answer
+    /// still counts) without scheduling the next. Returns when its next
+    /// renewal was due (now, if one is in flight), or `None` if it was
+    /// stopped already.
+    fn retire(&self) -> Option<Instant> {
+        let (slot, in_flight) = {
+            let mut state = locked(&self.state);
+            if state.stopped {
+                return None;
+            }
+            state.stopped = true;
+            (state.slot.take(), state.in_flight.take())
+        };
+        self.unschedule(slot);
+        match slot {
+            Some((due, _)) if in_flight.is_none_or(|task| task.is_finished()) => Some(due),
+            _ => Some(Instant::now()),
+        }
+    }
+
+    fn unschedule(&self, slot: Option<(Instant, u64)>) {
         if let (Some(slot), Some(timer)) = (slot, self.timer.upgrade()) {
             locked(&timer.schedule).due.remove(&slot);
         }
@@ -232,9 +321,11 @@ impl Watchdog {
 
     fn fire(self: Arc<Self>) {
         if !self.renew {
-            if !locked(&self.state).stopped {
-                tracing::warn!(key = %self.key.user, "fixed lease expired while its guard was still alive");
-                self.status.send_replace(LeaseStatus::Lost);
+            for lease in &self.leases {
+                if !lease.has_ended() {
+                    tracing::warn!(key = %lease.key.user, "fixed lease expired while its guard was still alive");
+                    lease.status.send_replace(LeaseStatus::Lost);
+                }
             }
             return;
         }
@@ -249,59 +340,110 @@ impl Watchdog {
         state.in_flight = Some(runtime.spawn(Arc::clone(&self).renew_once()).abort_handle());
     }
 
-    /// One renewal, bounded by the current validity; schedules the next one
-    /// (a retry no later than the validity) or reports the loss.
+    /// One renewal of every lease still held, all sent at once and bounded
+    /// by the earliest validity among them; schedules the next cycle (a
+    /// retry no later than that validity) or reports the losses. A lease
+    /// whose renewal is unanswered when its validity ends is lost; the
+    /// others are tried again at once.
     async fn renew_once(self: Arc<Self>) {
-        let Some(valid_until) = self.valid_until() else {
+        let held: Vec<(&WatchedLease, Instant)> = self
+            .leases
+            .iter()
+            .filter(|lease| !lease.has_ended())
+            .filter_map(|lease| Some((&**lease, lease.valid_until()?)))
+            .collect();
+        let Some(bound) = held.iter().map(|(_, valid_until)| *valid_until).min() else {
             return;
         };
-        if Instant::now() >= valid_until {
-            self.report_lost("no renewal was granted before the lease's validity ended");
-            return;
-        }
         let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         let sent = Instant::now();
-        let renewal = self.backend.renew(&self.key, &self.token, ttl_ms);
-        let next = match timeout_at(valid_until.into(), renewal).await {
-            Ok(Ok(true)) => {
-                let renewed_until = sent + lease::validity(self.ttl);
-                let extended = self.status.send_if_modified(|status| match status {
-                    LeaseStatus::Held { valid_until } if *valid_until > Instant::now() => {
-                        *valid_until = renewed_until;
-                        true
-                    }
-                    _ => false,
-                });
-                if !extended {
-                    return;
+        let backend = &self.backend;
+        let mut renewals: FuturesUnordered<_> = held
+            .iter()
+            .filter(|(_, valid_until)| *valid_until > sent)
+            .map(|&(lease, valid_until)| async move {
+                let renewal = backend.renew(&lease.key, &lease.token, ttl_ms).await;
+                (lease, valid_until, renewal)
+            })
+            .collect();
+        let mut next = None::<Instant>;
+        let mut earliest = |at: Instant| next = Some(next.map_or(at, |next| next.min(at)));
+        while let Ok(Some((lease, valid_until, renewal))) =
+            timeout_at(bound.into(), renewals.next()).await
+        {
+            match renewal {
+                Ok(true) if lease.extend(sent + lease::validity(self.ttl)) => {
+                    lease.label.renewal("ok");
+                    tracing::trace!(key = %lease.key.user, "lease renewed");
+                    earliest(sent + self.period());
                 }
-                self.label.renewal("ok");
-                tracing::trace!(key = %self.key.user, "lease renewed");
-                sent + self.period()
+                Ok(true) => {}
+                Ok(false) => {
+                    lease.label.renewal("refused");
+                    lease.report_lost("the lock expired or was taken over by another owner");
+                }
+                Err(err) => {
+                    lease.label.renewal("failed");
+                    tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
+                    let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
+                    earliest(retry.min(valid_until));
+                }
             }
-            Ok(Ok(false)) => {
-                self.label.renewal("refused");
-                self.report_lost("the lock expired or was taken over by another owner");
-                return;
+        }
+        if !renewals.is_empty() {
+            earliest(Instant::now());
+        }
+        drop(renewals);
+        for (lease, valid_until) in &held {
+            if *valid_until <= Instant::now() && !lease.is_renewed_past(*valid_until) {
+                lease.report_lost("no renewal was granted before the lease's validity ended");
             }
-            Ok(Err(err)) => {
-                self.label.renewal("failed");
-                tracing::debug!(key = %self.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
-                let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
-                retry.min(valid_until)
+        }
+        if let (Some(next), Some(timer)) = (next, self.timer.upgrade()) {
+            if self.leases.iter().any(|lease| lease.is_held()) {
+                timer.schedule(&self, next);
             }
-            Err(_) => {
-                self.report_lost("no renewal was granted before the lease's validity ended");
-                return;
-            }
-        };
-        if let Some(timer) = self.timer.upgrade() {
-            timer.schedule(&self, next);
+        }
+    }
+}
+
+impl WatchedLease {
+    fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    fn valid_until(&self) -> Option<Instant> {
+        match *self.status.borrow() {
+            LeaseStatus::Held { valid_until } => Some(valid_until),
+            LeaseStatus::Lost => None,
         }
     }
 
+    /// Held, not ended, and not reported lost.
+    fn is_held(&self) -> bool {
+        !self.has_ended() && self.valid_until().is_some()
+    }
+
+    /// Whether a renewal has moved the validity past `valid_until`.
+    fn is_renewed_past(&self, valid_until: Instant) -> bool {
+        self.valid_until()
+            .is_some_and(|now_valid| now_valid > valid_until)
+    }
+
+    /// Extends the validity to `renewed_until` unless it has ended already
+    /// (a late renewal cannot revive a lost lease). Whether it was extended.
+    fn extend(&self, renewed_until: Instant) -> bool {
+        self.status.send_if_modified(|status| match status {
+            LeaseStatus::Held { valid_until } if *valid_until > Instant::now() => {
+                *valid_until = renewed_until;
+                true
+            }
+            _ => false,
+        })
+    }
+
     fn report_lost(&self, why: &str) {
-        if !locked(&self.state).stopped {
+        if !self.has_ended() {
             tracing::warn!(key = %self.key.user, "lease lost: {why}");
         }
         self.status.send_replace(LeaseStatus::Lost);
