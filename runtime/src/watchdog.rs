@@ -105,7 +105,6 @@ impl RenewalTimer {
     /// Starts watching a new lease whose acquisition was sent at `sent`:
     /// renewal every `ttl / 3` when `renew`, otherwise a loss report when its
     /// fixed validity ends.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn watch(self: &Arc<Self>, backend: Arc<Backend>, lease: Watched) -> Arc<Watchdog> {
         let Watched {
             key,
