@@ -390,6 +390,14 @@ async fn every_future_at_every_await(setup: Setup) {
     .await;
     covered.push(("acquire_all", polls));
 
+    let polls = cancel_at_each_poll(&setup, "try_acquire_all", || async {
+        if let Ok(Some(both)) = locks.try_acquire_all(["cancel:0", KEY], long()).await {
+            both.release().await.expect("release");
+        }
+    })
+    .await;
+    covered.push(("try_acquire_all", polls));
+
     let polls = cancel_at_each_poll(&setup, "release", || async {
         let guard = locks
             .try_acquire(KEY, long())

@@ -143,6 +143,68 @@ async fn failed_key_gives_back_the_keys_taken_before_it() {
     ));
 }
 
+/// A set asked for with `hold_at_least` that fails on a busy key gives back
+/// the keys it took at once: the hold is for a set that ran, not for a
+/// partial acquisition. Once the set is held, releasing it keeps every key
+/// for the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_set_with_hold_at_least_gives_back_its_keys_at_once() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let other = connect(&server.url()).await;
+    let held = other.acquire("b", long()).await.unwrap();
+    let holding = long().hold_at_least(Duration::from_secs(20));
+
+    let failed = within(locks.acquire_all(["a", "b"], holding.clone())).await;
+    assert!(
+        matches!(failed, Err(LockError::Timeout { ref key, .. }) if key == "b"),
+        "{failed:?}"
+    );
+    assert!(is_free(&other, "a").await, "`a` kept for the hold");
+    let skipped = within(locks.try_acquire_all(["a", "b"], holding.clone())).await;
+    assert!(matches!(skipped, Ok(None)), "{skipped:?}");
+    assert!(is_free(&other, "a").await, "`a` kept for the hold");
+
+    held.release().await.unwrap();
+    let both = within(locks.try_acquire_all(["a", "b"], holding))
+        .await
+        .unwrap()
+        .expect("both keys are free");
+    both.release().await.unwrap();
+    assert!(
+        !is_free(&other, "a").await && !is_free(&other, "b").await,
+        "a set that was held keeps its keys for the hold"
+    );
+}
+
+/// `try_acquire_all` and `try_with_locks` make one attempt per key: a busy
+/// key skips the call (`Ok(None)`, the body does not run) and gives back the
+/// keys taken before it; free keys are all taken and the body runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_attempt_per_key_skips_when_any_key_is_busy() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let other = connect(&server.url()).await;
+    let held = other.acquire("c", long()).await.unwrap();
+    let ran = AtomicBool::new(false);
+    let skipped = within(locks.try_with_locks(["c", "a"], long(), async {
+        ran.store(true, Ordering::SeqCst);
+    }))
+    .await;
+    assert!(matches!(skipped, Ok(None)), "{skipped:?}");
+    assert!(!ran.load(Ordering::SeqCst), "the body ran without `c`");
+    assert!(is_free(&other, "a").await, "`a` was given back");
+
+    held.release().await.unwrap();
+    let ran = within(locks.try_with_locks(["c", "a"], long(), async {
+        assert!(!is_free(&other, "a").await && !is_free(&other, "c").await);
+        7
+    }))
+    .await;
+    assert!(matches!(ran, Ok(Some(7))), "{ran:?}");
+    assert!(is_free(&other, "a").await && is_free(&other, "c").await);
+}
+
 /// Each key has its own fencing token; a key not held has none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_key_has_its_own_fencing_token() {

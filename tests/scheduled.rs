@@ -1,6 +1,7 @@
 //! Jobs that every instance of a fleet schedules and one of them runs, per
 //! period: `#[distributed_lock(on_busy = "skip", hold_at_least = "...")]`
-//! and `LockManager::try_with_lock` against a real redis-server.
+//! (with `key` and with `keys`) and `LockManager::try_with_lock` against a
+//! real redis-server.
 //!
 //! Each test starts its own server on a free 127.0.0.1 port. Every loop is
 //! bounded in count and time.
@@ -47,6 +48,16 @@ impl Instance {
         Ok(())
     }
 
+    /// A job over two keys: skipped when either is held elsewhere.
+    #[distributed_lock(
+        keys = ["job:ledger", "job:ledger-export"],
+        on_busy = "skip",
+        manager = self.locks
+    )]
+    async fn export(&self) -> Result<Option<usize>, LockError> {
+        Ok(Some(self.name))
+    }
+
     /// A job with a result: `Ok(None)` when skipped.
     #[distributed_lock(key = "job:count", on_busy = "skip", manager = self.locks)]
     async fn count(&self, resume: oneshot::Receiver<()>) -> Result<Option<usize>, LockError> {
@@ -75,6 +86,27 @@ async fn busy_job_is_skipped_at_once_and_says_so() {
     resume.send(()).unwrap();
     assert_eq!(within(running).await.unwrap().unwrap(), Some(1));
     assert!(becomes_free(&b.locks, "job:count").await);
+}
+
+/// A job over several keys is skipped, without running, when any one of
+/// them is held elsewhere; it gives back the keys it took, and runs once
+/// every key is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_over_several_keys_is_skipped_when_any_key_is_busy() {
+    let server = RedisServer::start();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let instance = Instance::new(&server.url(), 1, &runs).await;
+    let other = connect(&server.url()).await;
+    let held = other.acquire("job:ledger-export", long()).await.unwrap();
+
+    assert_eq!(within(instance.export()).await.unwrap(), None, "skipped");
+    assert!(
+        is_free(&other, "job:ledger").await,
+        "the key taken was given back"
+    );
+    held.release().await.unwrap();
+    assert_eq!(within(instance.export()).await.unwrap(), Some(1), "ran");
+    assert!(is_free(&other, "job:ledger").await && is_free(&other, "job:ledger-export").await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

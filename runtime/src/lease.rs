@@ -2,7 +2,7 @@
 //! lock scope of the body running under it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, OnceCell};
@@ -54,7 +54,7 @@ pub(crate) struct Lease {
     pub(crate) status: watch::Sender<LeaseStatus>,
     watchdog: Option<Arc<Watchdog>>,
     /// Until when a release keeps the lock (`LockOptions::hold_at_least`).
-    hold_until: Option<Instant>,
+    hold_until: OnceLock<Instant>,
     /// The `lock` and `kind` labels of this lease's metrics.
     pub(crate) label: MetricLabel,
     /// When the lock was granted (its answer arrived).
@@ -96,7 +96,7 @@ impl Lease {
             fence: OnceCell::new(),
             status,
             watchdog: None,
-            hold_until: None,
+            hold_until: OnceLock::new(),
             label,
             granted_at: Instant::now(),
             ended: AtomicBool::new(false),
@@ -137,15 +137,17 @@ impl Lease {
     }
 
     /// Keeps the lock until `until` even if released sooner (see
-    /// `LockOptions::hold_at_least`).
-    pub(crate) fn hold_until(&mut self, until: Instant) {
-        self.hold_until = Some(until);
+    /// `LockOptions::hold_at_least`). Set once: later calls change nothing.
+    pub(crate) fn hold_until(&self, until: Instant) {
+        // A second hold is ignored by design: the first one set it.
+        let _ = self.hold_until.set(until);
     }
 
     /// How much longer a release must keep the lock: the time left until
     /// `hold_until`, if at least a millisecond is.
     pub(crate) fn hold_left(&self) -> Option<Duration> {
         self.hold_until
+            .get()
             .map(|until| until.saturating_duration_since(Instant::now()))
             .filter(|left| *left >= Duration::from_millis(1))
     }

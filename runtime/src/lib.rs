@@ -64,7 +64,8 @@ mod watchdog;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::private::{
-        locked, locked_all, locked_or_skipped, permitted, read_locked, write_locked, Skipped,
+        locked, locked_all, locked_all_or_skipped, locked_or_skipped, permitted, read_locked,
+        write_locked, Skipped,
     };
 }
 mod multi;

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, select_all};
 
@@ -91,13 +91,24 @@ impl MultiGuard {
     }
 }
 
+/// How each key of a set is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempts {
+    /// Waiting as `acquire` does, all keys within the options' one `wait`.
+    UntilWait,
+    /// One attempt per key, as `try_acquire`: a busy key ends the try.
+    One,
+}
+
 impl LockManager {
     /// Locks every key of `keys` with `options`, or none: the keys are
     /// sorted and taken one by one in that order (a key given twice is taken
     /// once), so callers asking for the same keys in any order never
     /// deadlock. `wait` bounds the whole acquisition, not each key. If any
     /// key fails (busy after the wait, or an error), the keys taken so far
-    /// are released before the error returns. Each key has its own lease;
+    /// are released at once (a `hold_at_least` applies only to a set that
+    /// was held: it counts from when the last key was taken) before the
+    /// error returns. Each key has its own lease;
     /// once all are held, their renewals are sent together, in one cycle
     /// every ttl/3 (in flight at the same time, not one after another); a key
     /// whose renewal fails is lost on its own, which makes the set lost.
@@ -113,6 +124,37 @@ impl LockManager {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        let taken = self.lock_all(keys, options, Attempts::UntilWait).await?;
+        Ok(taken.expect("waiting for every key either takes them all or fails"))
+    }
+
+    /// As [`acquire_all`](Self::acquire_all), with one attempt per key and
+    /// no waiting: `Ok(None)` when a key is held elsewhere (the keys taken
+    /// before it are given back at once). Cancel-safe alike.
+    pub async fn try_acquire_all<I>(
+        &self,
+        keys: I,
+        options: LockOptions,
+    ) -> Result<Option<MultiGuard>, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.lock_all(keys, options, Attempts::One).await
+    }
+
+    /// The keys of `keys`, sorted and each once, taken by `attempts`; the
+    /// keys taken are given back when one fails or is busy.
+    async fn lock_all<I>(
+        &self,
+        keys: I,
+        options: LockOptions,
+        attempts: Attempts,
+    ) -> Result<Option<MultiGuard>, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
         let mut keys: Vec<String> = keys
             .into_iter()
             .map(|key| key.as_ref().to_owned())
@@ -124,28 +166,36 @@ impl LockManager {
                 "acquire_all needs at least one key".into(),
             ));
         }
+        let hold = options.hold()?;
+        let each = options.clone().hold_at_least(Duration::ZERO);
         let deadline = Instant::now().checked_add(options.wait);
         let mut guards = Vec::with_capacity(keys.len());
         for key in &keys {
-            let left = deadline.map_or(options.wait, |deadline| {
-                deadline.saturating_duration_since(Instant::now())
-            });
-            match self.acquire(key, options.clone().wait(left)).await {
-                Ok(guard) => guards.push(guard),
-                Err(err) => {
-                    let taken = MultiGuard {
-                        guards,
-                        renewal: None,
-                    };
-                    if let Err(release) = taken.release().await {
-                        tracing::warn!(key, error = %release, "giving back the keys taken before a failed acquire_all failed; they expire after their TTL");
-                    }
-                    return Err(err);
+            let taken = match attempts {
+                Attempts::UntilWait => {
+                    let left = deadline.map_or(options.wait, |deadline| {
+                        deadline.saturating_duration_since(Instant::now())
+                    });
+                    self.acquire(key, each.clone().wait(left)).await.map(Some)
+                }
+                Attempts::One => self.try_acquire(key, each.clone()).await,
+            };
+            match taken {
+                Ok(Some(guard)) => guards.push(guard),
+                outcome => {
+                    give_back(guards, key).await;
+                    return outcome.map(|_| None);
                 }
             }
         }
+        if let Some(hold) = hold {
+            let until = Instant::now() + hold;
+            for guard in guards.iter().filter(|guard| !guard.is_reentered()) {
+                guard.lease().hold_until(until);
+            }
+        }
         let renewal = self.renew_together(&guards);
-        Ok(MultiGuard { guards, renewal })
+        Ok(Some(MultiGuard { guards, renewal }))
     }
 
     /// Runs `body` while holding every key of `keys` (see
@@ -166,21 +216,66 @@ impl LockManager {
     {
         let on_lost = options.on_lost;
         let guard = self.acquire_all(keys, options).await?;
-        let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
-        // Boxed, as in `with_lock`: nested locked calls must not grow it.
-        let scoped = Box::pin(scope::enter_all(leases.collect::<Vec<_>>(), body));
-        let Some(output) = until_lost(scoped, guard.lost(), on_lost).await else {
-            let lost = guard
-                .guards
-                .iter()
-                .find(|held| held.is_lost())
-                .map_or_else(String::new, |held| held.key().to_owned());
-            drop(guard);
-            return Err(LockError::LeaseLost { key: lost });
+        run_all_locked(guard, on_lost, body).await
+    }
+
+    /// As [`with_locks`](Self::with_locks), with one attempt per key (see
+    /// [`try_acquire_all`](Self::try_acquire_all)): when a key is held
+    /// elsewhere the body does not run and the call returns `Ok(None)`,
+    /// logged at info. For jobs that every instance of a fleet fires but one
+    /// must run.
+    pub async fn try_with_locks<I, F>(
+        &self,
+        keys: I,
+        options: LockOptions,
+        body: F,
+    ) -> Result<Option<F::Output>, LockError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+        F: Future,
+    {
+        let on_lost = options.on_lost;
+        let Some(guard) = self.try_acquire_all(keys, options).await? else {
+            tracing::info!("a lock of the set is held elsewhere: skipped");
+            return Ok(None);
         };
-        match guard.release().await {
-            Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
-            _ => Ok(output),
-        }
+        run_all_locked(guard, on_lost, body).await.map(Some)
+    }
+}
+
+/// Releases the keys a failed or busy set acquisition took, at once.
+async fn give_back(guards: Vec<LockGuard>, failed_key: &str) {
+    let taken = MultiGuard {
+        guards,
+        renewal: None,
+    };
+    if let Err(release) = taken.release().await {
+        tracing::warn!(key = failed_key, error = %release, "giving back the keys taken before a failed acquire_all failed; they expire after their TTL");
+    }
+}
+
+/// Runs `body` in a lock scope of every key `guard` holds, cancelled when a
+/// lease is lost unless `on_lost` says otherwise, then releases the set.
+async fn run_all_locked<F: Future>(
+    guard: MultiGuard,
+    on_lost: OnLost,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
+    // Boxed, as in `with_lock`: nested locked calls must not grow it.
+    let scoped = Box::pin(scope::enter_all(leases.collect::<Vec<_>>(), body));
+    let Some(output) = until_lost(scoped, guard.lost(), on_lost).await else {
+        let lost = guard
+            .guards
+            .iter()
+            .find(|held| held.is_lost())
+            .map_or_else(String::new, |held| held.key().to_owned());
+        drop(guard);
+        return Err(LockError::LeaseLost { key: lost });
+    };
+    match guard.release().await {
+        Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
+        _ => Ok(output),
     }
 }

@@ -92,6 +92,31 @@ where
     }
 }
 
+/// As [`locked_all`], with one attempt per key: when a key is held
+/// elsewhere the body does not run and the call returns `Ok(T::skipped())`
+/// (see `LockManager::try_with_locks`).
+pub async fn locked_all_or_skipped<F, T, E>(
+    client: Option<LockManager>,
+    keys: Vec<String>,
+    options: LockOptions,
+    body: F,
+) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    T: Skipped,
+    E: From<LockError>,
+{
+    match client.or_else(installed) {
+        Some(manager) => flatten(
+            manager
+                .try_with_locks(keys, options, body)
+                .await
+                .map(|ran| ran.unwrap_or_else(|| Ok(T::skipped()))),
+        ),
+        None => Err(LockError::NotInstalled.into()),
+    }
+}
+
 /// As [`locked`], under one permit of the semaphore of `permits` on `key`
 /// (see `Semaphore::with_permit`).
 pub async fn permitted<F, T, E>(

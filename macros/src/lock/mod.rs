@@ -109,16 +109,15 @@ fn rewrite(
     // `From<LockError>` is reported there.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
     let one_key = quote!(::std::string::String);
+    let several_keys = quote!(::std::vec::Vec<::std::string::String>);
     let (entry, key_type) = match (
         options.on_busy,
         options.several,
         options.permits,
         options.mode,
     ) {
-        (_, true, ..) => (
-            quote!(locked_all),
-            quote!(::std::vec::Vec<::std::string::String>),
-        ),
+        (OnBusy::Wait, true, ..) => (quote!(locked_all), several_keys),
+        (OnBusy::Skip, true, ..) => (quote!(locked_all_or_skipped), several_keys),
         (_, false, Some(_), _) => (quote!(permitted), one_key),
         (_, false, None, Some(Mode::Read)) => (quote!(read_locked), one_key),
         (_, false, None, Some(Mode::Write)) => (quote!(write_locked), one_key),

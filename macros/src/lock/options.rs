@@ -223,11 +223,6 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     let fenced = read(&mut args, FENCED, args::boolean, errors);
     let on_busy = read(&mut args, ON_BUSY, on_busy, errors);
     let hold_at_least = read(&mut args, HOLD_AT_LEAST, hold, errors);
-    if let (Some((OnBusy::Skip, skip_span)), true) = (on_busy, several) {
-        let message =
-            format!(r#"`{ON_BUSY} = "skip"` works with `{KEY}` only for now, not with `{KEYS}`"#);
-        errors.push(syn::Error::new(skip_span, message));
-    }
     if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, wait) {
         let message = format!(
             r#"`{WAIT}` has no effect with `{ON_BUSY} = "skip"`, which returns at once when the lock is busy; remove one of them"#

@@ -27,9 +27,4 @@ async fn unknown_placeholder(x: u32) -> Result<(), LockError> {
     Ok(())
 }
 
-#[distributed_lock(keys = ["a", "b"], on_busy = "skip")]
-async fn skip_with_keys() -> Result<(), LockError> {
-    Ok(())
-}
-
 fn main() {}

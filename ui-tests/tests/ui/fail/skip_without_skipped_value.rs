@@ -6,4 +6,9 @@ async fn count() -> Result<u32, LockError> {
     Ok(1)
 }
 
+#[distributed_lock(keys = ["a", "b"], on_busy = "skip")]
+async fn total() -> Result<u32, LockError> {
+    Ok(2)
+}
+
 fn main() {}
