@@ -320,6 +320,8 @@ struct Report {
     lock_metrics: String,
     /// `distributed_lock_acquisitions_total` of the lock `stock:{sku}` with outcome `ok`.
     acquired: f64,
+    /// Whether `/metrics` describes the acquisitions metric (`# HELP`).
+    described: bool,
 }
 
 impl Report {
@@ -336,6 +338,7 @@ impl Report {
             && self.stock + self.orders == self.initial
             && self.tokens_increase
             && self.acquired == self.buyers as f64
+            && self.described
     }
 }
 
@@ -420,6 +423,9 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
         elapsed,
         lock_metrics,
         acquired,
+        described: scraped
+            .lines()
+            .any(|line| line.starts_with("# HELP distributed_lock_acquisitions_total ")),
     })
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
+use metrics::Unit;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::{poll_async, within, NO_HANG, PROMPTLY};
 
@@ -32,6 +33,12 @@ fn snapshotter() -> &'static Snapshotter {
 /// A metric as name and sorted `label=value` pairs.
 type Series = (String, Vec<(String, String)>);
 
+/// The unit and description of each metric seen with one so far, by name.
+fn descriptions() -> &'static Mutex<HashMap<String, (Option<Unit>, String)>> {
+    static DESCRIPTIONS: OnceLock<Mutex<HashMap<String, (Option<Unit>, String)>>> = OnceLock::new();
+    DESCRIPTIONS.get_or_init(Mutex::default)
+}
+
 /// Everything reported so far: a snapshot drains the recorder (counters and
 /// gauges are swapped to zero, histograms cleared), so every snapshot is
 /// added up here. Counters and gauges sum their deltas, histograms count
@@ -42,8 +49,14 @@ fn totals() -> HashMap<Series, f64> {
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+    for (key, unit, description, value) in snapshotter().snapshot().into_vec() {
         let key = key.key();
+        if let Some(description) = description {
+            descriptions()
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.name().to_owned(), (unit, description.into_owned()));
+        }
         let mut labels: Vec<(String, String)> = key
             .labels()
             .map(|label| (label.key().to_owned(), label.value().to_owned()))
@@ -263,4 +276,51 @@ async fn permits_reads_and_writes_are_counted_under_their_own_kind() {
         kind_totals("m-doc", "write"),
         [Some(1.0), None, Some(1.0), Some(1.0), Some(1.0), Some(0.0)]
     );
+}
+
+/// Every metric comes with a description (Prometheus `# HELP`), and the
+/// wait and hold histograms with their unit, seconds: a manager describes
+/// them when it is built, to the recorder installed then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_is_described_and_times_are_in_seconds() {
+    snapshotter();
+    let server = RedisServer::start();
+    let locks = LockManager::connect(&server.url()).await.unwrap();
+    let options = LockOptions::new()
+        .label("described")
+        .ttl(Duration::from_millis(300));
+    let guard = locks.acquire("described", options).await.unwrap();
+    let renewed = poll_async(NO_HANG, || async {
+        value(
+            "distributed_lock_renewals_total",
+            &[("lock", "described"), ("kind", "lock"), ("outcome", "ok")],
+        )
+        .is_some()
+    })
+    .await;
+    assert!(renewed, "no renewal was counted");
+    guard.release().await.unwrap();
+    totals();
+
+    let described = descriptions()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for name in [
+        "distributed_lock_acquisitions_total",
+        "distributed_lock_wait_seconds",
+        "distributed_lock_hold_seconds",
+        "distributed_lock_renewals_total",
+    ] {
+        let (_, description) = described
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} has no description: {described:?}"));
+        assert!(!description.is_empty(), "{name}");
+    }
+    for histogram in [
+        "distributed_lock_wait_seconds",
+        "distributed_lock_hold_seconds",
+    ] {
+        assert_eq!(described[histogram].0, Some(Unit::Seconds), "{histogram}");
+    }
 }

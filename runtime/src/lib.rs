@@ -85,4 +85,5 @@ pub use options::{LockOptions, OnLost};
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
 pub use semaphore::{Permit, Semaphore};
+pub use telemetry::describe_metrics;
 pub use token::Holder;

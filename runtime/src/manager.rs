@@ -55,6 +55,7 @@ impl LockManager {
     /// A manager over `backend` whose keys live under `namespace` (a `:` is
     /// added when missing; see `LockManagerBuilder::namespace`).
     pub(crate) fn new(backend: Backend, namespace: String, identity: Identity) -> LockManager {
+        crate::describe_metrics();
         let keys = if backend.needs_hash_tags() {
             KeySpace::hash_tagged(namespace)
         } else {

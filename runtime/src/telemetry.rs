@@ -43,6 +43,42 @@ pub(crate) const HANDOFFS: &str = "distributed_lock_handoffs_total";
 /// Tasks of this process waiting for a lock now.
 pub(crate) const WAITERS: &str = "distributed_lock_waiters";
 
+/// Gives each metric above its description and unit (Prometheus `# HELP`
+/// lines, seconds for the histograms) in the `metrics` recorder installed
+/// now; without a recorder it does nothing. Every `LockManager` calls it
+/// when it is built; call it again if you install your recorder after
+/// building your managers. Idempotent.
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        ACQUISITIONS,
+        "Lock, permit and read/write lease acquisitions by outcome: ok, busy (one attempt, held elsewhere), timeout (waited in vain), error"
+    );
+    describe_histogram!(
+        WAIT_SECONDS,
+        Unit::Seconds,
+        "Time from the acquiring call to holding the lock, for acquisitions that got it"
+    );
+    describe_histogram!(
+        HOLD_SECONDS,
+        Unit::Seconds,
+        "Time from holding the lock to its release or the guard's drop"
+    );
+    describe_counter!(
+        RENEWALS,
+        "Lease renewals by outcome: ok, failed (retried until the lease's validity ends), refused (the lease is lost)"
+    );
+    describe_counter!(
+        LEASES_LOST,
+        "Leases that ended lost: expired before a renewal was granted, or taken over"
+    );
+    describe_counter!(
+        HANDOFFS,
+        "Locks a release handed straight to a queued waiter of this process"
+    );
+    describe_gauge!(WAITERS, "Tasks of this process waiting for a lock now");
+}
+
 /// The `lock` and `kind` labels of an acquisition's metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MetricLabel {
