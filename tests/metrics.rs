@@ -33,9 +33,12 @@ fn snapshotter() -> &'static Snapshotter {
 /// A metric as name and sorted `label=value` pairs.
 type Series = (String, Vec<(String, String)>);
 
-/// The unit and description of each metric seen with one so far, by name.
-fn descriptions() -> &'static Mutex<HashMap<String, (Option<Unit>, String)>> {
-    static DESCRIPTIONS: OnceLock<Mutex<HashMap<String, (Option<Unit>, String)>>> = OnceLock::new();
+/// A metric's unit and description, by metric name.
+type Descriptions = HashMap<String, (Option<Unit>, String)>;
+
+/// The unit and description of each metric seen with one so far.
+fn descriptions() -> &'static Mutex<Descriptions> {
+    static DESCRIPTIONS: OnceLock<Mutex<Descriptions>> = OnceLock::new();
     DESCRIPTIONS.get_or_init(Mutex::default)
 }
 

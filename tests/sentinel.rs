@@ -581,3 +581,67 @@ async fn empty_sentinel_list_is_rejected() {
         "{result:?}"
     );
 }
+
+/// Sentinels that ask for a password (here the `default` user's, set with
+/// `ACL SETUSER` once the topology is up): without credentials, or with
+/// wrong ones, `sentinel` fails with a connection error that names
+/// `sentinel_credentials`; with them, the manager finds the primary (which
+/// asks for none) and locks on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials() {
+    const PASSWORD: &str = "sentinel-secret";
+    let topology = RedisSentinel::start();
+    // Found before the Sentinels ask for a password: the testkit's own
+    // queries send none.
+    let primary = topology.primary();
+    for sentinel in topology.sentinels() {
+        sentinel
+            .command(&[
+                "ACL",
+                "SETUSER",
+                "default",
+                "resetpass",
+                &format!(">{PASSWORD}"),
+            ])
+            .unwrap_or_else(|err| panic!("password on Sentinel {}: {err}", sentinel.addr()));
+    }
+    let builder = || {
+        LockManager::builder()
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+    };
+
+    for (credentials, what) in [
+        (None, "no credentials"),
+        (Some("wrong"), "a wrong password"),
+    ] {
+        let mut refused = builder();
+        if let Some(password) = credentials {
+            refused = refused.sentinel_credentials(None, password);
+        }
+        let result =
+            within(refused.sentinel(topology.service_name(), topology.sentinel_urls())).await;
+        match result {
+            Err(err @ LockError::Connection(_)) => {
+                assert!(
+                    err.to_string().contains("sentinel_credentials"),
+                    "{what}: {err}"
+                );
+            }
+            other => panic!("{what}: expected a connection error, got {other:?}"),
+        }
+    }
+
+    let locks = within(
+        builder()
+            .sentinel_credentials(Some("default"), PASSWORD)
+            .sentinel(topology.service_name(), topology.sentinel_urls()),
+    )
+    .await
+    .expect("the Sentinels answer with the password");
+    let guard = within(locks.acquire("sentinel:auth", long()))
+        .await
+        .unwrap();
+    assert!(lock_value(primary, "sentinel:auth").as_str().is_some());
+    guard.release().await.unwrap();
+}

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::backend::{
-    Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend, TlsConfig,
+    Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend,
+    SentinelCredentials, TlsConfig,
 };
 use crate::token::Identity;
 use crate::{LockError, LockManager};
@@ -16,6 +17,7 @@ pub struct LockManagerBuilder {
     name: Option<String>,
     redis: RedisConfig,
     tls: TlsConfig,
+    sentinel_credentials: Option<SentinelCredentials>,
 }
 
 impl Default for LockManagerBuilder {
@@ -28,6 +30,7 @@ impl Default for LockManagerBuilder {
                 response_timeout: Duration::from_secs(1),
             },
             tls: TlsConfig::default(),
+            sentinel_credentials: None,
         }
     }
 }
@@ -53,6 +56,22 @@ impl LockManagerBuilder {
     /// internal key.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
+        self
+    }
+
+    /// Credentials for the Sentinels themselves, for
+    /// [`sentinel`](Self::sentinel): the password of their `requirepass`
+    /// (`username` `None`) or of an ACL user. Without them Sentinels are
+    /// spoken to without credentials, and Sentinels that ask for some make
+    /// `sentinel` fail with `LockError::Connection` naming this setting. The
+    /// primary's credentials are those of the first Sentinel URL
+    /// (`redis://user:password@host:port`), as before; the password never
+    /// shows in the builder's `Debug` output.
+    pub fn sentinel_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.sentinel_credentials = Some(SentinelCredentials {
+            username: username.map(str::to_owned),
+            password: password.to_owned(),
+        });
         self
     }
 
@@ -138,8 +157,10 @@ impl LockManagerBuilder {
     /// Connects to the primary that Redis Sentinel names for `service_name`
     /// and follows it across failovers. `sentinel_urls` are
     /// `redis://host:port` of one or more Sentinels (`rediss://` for TLS with
-    /// the `tls` feature). Sentinels are spoken to without credentials; the
-    /// user, password and database of the first URL (`redis://user:pass@host:port/db`)
+    /// the `tls` feature). Sentinels are spoken to with the
+    /// [`sentinel_credentials`](Self::sentinel_credentials) if set, else
+    /// without credentials; the user, password and database of the first URL
+    /// (`redis://user:pass@host:port/db`)
     /// are used for the primary, which is spoken to with TLS if that URL is
     /// `rediss://` (its certificate must then name the address the Sentinels
     /// announce).
@@ -208,7 +229,14 @@ impl LockManagerBuilder {
             .into_iter()
             .map(|url| url.as_ref().to_owned())
             .collect();
-        let backend = SentinelBackend::connect(service_name, &urls, self.redis, &self.tls).await?;
+        let backend = SentinelBackend::connect(
+            service_name,
+            &urls,
+            self.redis,
+            &self.tls,
+            self.sentinel_credentials.as_ref(),
+        )
+        .await?;
         Ok(self.build(Backend::Sentinel(backend)))
     }
 

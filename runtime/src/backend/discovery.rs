@@ -4,18 +4,40 @@
 //! it. A node that is down or still a replica (a failover under way) is
 //! skipped.
 //!
-//! Sentinels are spoken to without credentials or database; the user,
-//! password, database and scheme (`redis://` or `rediss://`) of the first
-//! URL are those of the primary.
+//! Sentinels are spoken to without a database, and with the credentials
+//! given for them (`LockManagerBuilder::sentinel_credentials`) or none; the
+//! user, password, database and scheme (`redis://` or `rediss://`) of the
+//! first URL are those of the primary.
 
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redis::{AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, RedisError, Value};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, ErrorKind, RedisConnectionInfo,
+    RedisError, Value,
+};
 
 use super::connection::RedisConfig;
 use super::tls::TlsConfig;
 use crate::LockError;
+
+/// The credentials a Sentinel asks for (its `requirepass`, or an ACL user).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelCredentials {
+    /// `None` for the `default` user.
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
+}
+
+/// Never shows the password.
+impl std::fmt::Debug for SentinelCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
 
 /// The Sentinels of one service and how to reach the primary they name.
 pub(crate) struct Sentinels {
@@ -50,6 +72,7 @@ impl Sentinels {
         urls: &[String],
         config: RedisConfig,
         tls: &TlsConfig,
+        credentials: Option<&SentinelCredentials>,
     ) -> Result<Self, LockError> {
         let Some(first) = urls.first() else {
             return Err(LockError::InvalidOptions(format!(
@@ -61,10 +84,12 @@ impl Sentinels {
             .iter()
             .map(|url| {
                 let info = tls.open_client(url)?.get_connection_info().clone();
-                let plain = redis::RedisConnectionInfo::default();
-                Client::open(info.set_redis_settings(plain)).map_err(|err| LockError::InvalidUrl {
-                    url: url.clone(),
-                    reason: err.to_string(),
+                let settings = sentinel_settings(credentials);
+                Client::open(info.set_redis_settings(settings)).map_err(|err| {
+                    LockError::InvalidUrl {
+                        url: url.clone(),
+                        reason: err.to_string(),
+                    }
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -76,7 +101,8 @@ impl Sentinels {
         })
     }
 
-    /// One client per Sentinel, without credentials or database.
+    /// One client per Sentinel, with its credentials if given, without
+    /// database.
     pub(crate) fn clients(&self) -> &[Client] {
         &self.sentinels
     }
@@ -114,6 +140,7 @@ impl Sentinels {
         let mut named: Vec<((String, u16), usize)> = Vec::new();
         let mut failures = Vec::new();
         let mut unknown = 0;
+        let mut refused_credentials = false;
         for (sentinel, answer) in self.sentinels.iter().zip(answers) {
             match answer {
                 Ok(Named::Primary(host, port)) => {
@@ -124,7 +151,10 @@ impl Sentinels {
                     }
                 }
                 Ok(Named::Unknown) => unknown += 1,
-                Err(err) => failures.push(format!("{}: {err}", describe(sentinel))),
+                Err(err) => {
+                    refused_credentials |= is_refused_credentials(&err);
+                    failures.push(format!("{}: {err}", describe(sentinel)));
+                }
             }
         }
         // While a failover spreads, a Sentinel that has not heard of it yet
@@ -137,8 +167,13 @@ impl Sentinels {
             });
         }
         if named.is_empty() {
+            let hint = if refused_credentials {
+                "; the Sentinels ask for credentials: set them with LockManagerBuilder::sentinel_credentials (the URLs' own credentials are the primary's)"
+            } else {
+                ""
+            };
             return Err(LockError::Connection(format!(
-                "no Sentinel of service `{}` answered ({})",
+                "no Sentinel of service `{}` answered ({}){hint}",
                 self.service,
                 failures.join("; ")
             )));
@@ -224,18 +259,63 @@ fn describe(sentinel: &Client) -> String {
     }
 }
 
+/// The connection settings of a Sentinel: its credentials if given, no
+/// database.
+fn sentinel_settings(credentials: Option<&SentinelCredentials>) -> RedisConnectionInfo {
+    let plain = RedisConnectionInfo::default();
+    match credentials {
+        None => plain,
+        Some(SentinelCredentials {
+            username: Some(username),
+            password,
+        }) => plain.set_username(username).set_password(password),
+        Some(SentinelCredentials {
+            username: None,
+            password,
+        }) => plain.set_password(password),
+    }
+}
+
+/// Whether a Sentinel turned the connection down for its credentials:
+/// missing (`NOAUTH`) or wrong (`WRONGPASS`).
+fn is_refused_credentials(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sentinels(urls: &[&str]) -> Sentinels {
+    fn sentinels_with(urls: &[&str], credentials: Option<&SentinelCredentials>) -> Sentinels {
         let urls: Vec<String> = urls.iter().map(|url| (*url).to_owned()).collect();
         let config = RedisConfig {
             connect_timeout: Duration::from_millis(100),
             response_timeout: Duration::from_millis(200),
         };
-        Sentinels::new("svc", &urls, config, &TlsConfig::default())
+        Sentinels::new("svc", &urls, config, &TlsConfig::default(), credentials)
             .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    fn sentinels(urls: &[&str]) -> Sentinels {
+        sentinels_with(urls, None)
+    }
+
+    #[test]
+    fn sentinels_get_their_own_credentials_never_the_primarys() {
+        let credentials = SentinelCredentials {
+            username: Some("watcher".to_owned()),
+            password: "s3cret".to_owned(),
+        };
+        let found = sentinels_with(
+            &["redis://user:secret@127.0.0.1:26379/3"],
+            Some(&credentials),
+        );
+        let settings = found.sentinels[0].get_connection_info().redis_settings();
+        assert_eq!(settings.username(), Some("watcher"));
+        assert_eq!(settings.password(), Some("s3cret"));
+        assert_eq!(settings.db(), 0);
+        assert!(!format!("{credentials:?}").contains("s3cret"));
     }
 
     #[test]

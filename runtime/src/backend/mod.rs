@@ -27,6 +27,7 @@ use std::time::Duration;
 
 pub(crate) use self::admin::{Evicted, LockState, SharedState, MOST_WAITERS_SHOWN};
 pub(crate) use self::connection::RedisConfig;
+pub(crate) use self::discovery::SentinelCredentials;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use super::admin::{Evicted, LockState, SharedState};
 use super::connection::RedisConfig;
-use super::discovery::Sentinels;
+use super::discovery::{SentinelCredentials, Sentinels};
 use super::switches::{self, Manager};
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey, PermitAttempt, RedisBackend};
@@ -86,8 +86,9 @@ impl SentinelBackend {
         urls: &[String],
         config: RedisConfig,
         tls: &TlsConfig,
+        credentials: Option<&SentinelCredentials>,
     ) -> Result<Self, LockError> {
-        let sentinels = Sentinels::new(service, urls, config, tls)?;
+        let sentinels = Sentinels::new(service, urls, config, tls, credentials)?;
         let found = sentinels.primary().await?;
         let primary = RedisBackend::open(found.client, config).await?;
         tracing::debug!(service, primary = %found.addr, "connected to the primary named by Sentinel");
