@@ -645,3 +645,191 @@ async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials()
     assert!(lock_value(primary, "sentinel:auth").as_str().is_some());
     guard.release().await.unwrap();
 }
+
+/// The ids of `sentinel`'s clients subscribed to a channel (`CLIENT
+/// LIST`): the managers' failover listeners. An id is never reused, so a
+/// subscription opened again shows up under a new one.
+fn subscriber_ids(sentinel: &RedisServer) -> Vec<u64> {
+    let list = sentinel.command(&["CLIENT", "LIST"]).unwrap();
+    let text = list.as_str().expect("CLIENT LIST is text");
+    let mut ids: Vec<u64> = text
+        .lines()
+        .filter(|client| client.split(' ').any(|field| field == "sub=1"))
+        .filter_map(|client| {
+            let id = client
+                .split(' ')
+                .find_map(|field| field.strip_prefix("id="))?;
+            id.parse().ok()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A manager reaching `topology`'s Sentinels through one proxy each.
+async fn manager_through(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
+    let proxies: Vec<FaultProxy> = topology
+        .sentinels()
+        .iter()
+        .map(|sentinel| FaultProxy::start(sentinel.addr()))
+        .collect();
+    let locks = LockManager::builder()
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));
+    (locks, proxies)
+}
+
+/// Fails over while the manager cannot hear its Sentinels (`fault` applied
+/// to every proxy; restored `deaf_for` after the failover began), then
+/// asserts that the manager locks on the new primary within
+/// [`ANNOUNCED`] of the restore, while the old primary is still a primary:
+/// so it was not a failed call on a demoted node that moved it, but the
+/// catch-up once its subscription was back.
+async fn missed_announcement_is_caught_up(fault: impl Fn(&FaultProxy), deaf_for: Duration) {
+    let topology = RedisSentinel::start();
+    let (locks, proxies) = manager_through(&topology).await;
+    let old_primary = topology.primary();
+    let old = old_primary.addr();
+    for proxy in &proxies {
+        fault(proxy);
+    }
+    let began = Instant::now();
+    let new = blocking(|| topology.failover());
+    assert_ne!(old, new);
+    let promoted = topology.primary();
+    tokio::time::sleep(deaf_for.saturating_sub(began.elapsed())).await;
+    for proxy in &proxies {
+        proxy.restore();
+    }
+
+    let deadline = Instant::now() + ANNOUNCED;
+    let mut on_new_primary = false;
+    for _ in 0..ANNOUNCED.as_millis() / 50 {
+        if let Ok(Some(guard)) = within(locks.try_acquire("caught-up", long())).await {
+            on_new_primary = lock_value(promoted, "caught-up").as_str() == Some(guard.token());
+            within(guard.release()).await.ok();
+        }
+        if on_new_primary || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old_role = old_primary.command(&["ROLE"]).unwrap();
+    let old_still_primary = matches!(&old_role, RespValue::Array(fields)
+        if fields.first().and_then(RespValue::as_str) == Some("master"));
+    assert!(
+        on_new_primary,
+        "the manager still locks on {old} {ANNOUNCED:?} after hearing its Sentinels again (failover to {new})"
+    );
+    assert!(
+        old_still_primary,
+        "{old} was demoted before the check ({old_role:?}): this run cannot tell a catch-up from a failed call"
+    );
+}
+
+/// A manager cut off from its Sentinels (connections closed, new ones
+/// refused) while a failover is announced subscribes again once they are
+/// back, and asks for the primary at once, so the announcement it missed
+/// does not leave it on the replaced primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_announced_while_cut_off_from_the_sentinels_is_caught_up() {
+    missed_announcement_is_caught_up(FaultProxy::cut, Duration::ZERO).await;
+}
+
+/// A manager whose subscriptions went silent (bytes vanish, no error, no
+/// end of stream) while a failover was announced subscribes again and
+/// catches up with the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_announced_on_a_silent_subscription_is_caught_up() {
+    missed_announcement_is_caught_up(FaultProxy::blackhole, Duration::from_secs(3)).await;
+}
+
+/// A subscription whose Sentinel stops answering within twice the connect
+/// timeout (here every byte is delayed 3 s, so the connection stays open
+/// and nothing fails) is noticed by its unanswered `PING` and opened again:
+/// a dead connection that no error reports cannot keep a manager deaf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_heartbeat_opens_the_subscription_again() {
+    let topology = RedisSentinel::start();
+    let (_locks, proxies) = manager_through(&topology).await;
+    let subscribed = poll_async(NO_HANG, || async {
+        topology
+            .sentinels()
+            .into_iter()
+            .all(|sentinel| subscriber_ids(sentinel).len() == 1)
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the manager did not subscribe on every Sentinel"
+    );
+    let before: Vec<Vec<u64>> = topology
+        .sentinels()
+        .into_iter()
+        .map(subscriber_ids)
+        .collect();
+    for proxy in &proxies {
+        proxy.delay(Duration::from_secs(3));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for proxy in &proxies {
+        proxy.restore();
+    }
+    let renewed = poll_async(NO_HANG, || async {
+        topology
+            .sentinels()
+            .into_iter()
+            .zip(&before)
+            .all(|(sentinel, old)| {
+                let now = subscriber_ids(sentinel);
+                now.len() == 1 && now != *old
+            })
+    })
+    .await;
+    assert!(
+        renewed,
+        "the subscriptions were not opened again: {before:?} then {:?}",
+        topology
+            .sentinels()
+            .into_iter()
+            .map(subscriber_ids)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// A healthy subscription is not opened again: over several heartbeats
+/// each Sentinel keeps the same one subscribed client, the manager's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_subscriptions_are_kept_across_heartbeats() {
+    let topology = RedisSentinel::start();
+    let (_locks, _proxies) = manager_through(&topology).await;
+    let subscribed = poll_async(NO_HANG, || async {
+        topology
+            .sentinels()
+            .into_iter()
+            .all(|sentinel| subscriber_ids(sentinel).len() == 1)
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the manager did not subscribe on every Sentinel"
+    );
+    let before: Vec<Vec<u64>> = topology
+        .sentinels()
+        .into_iter()
+        .map(subscriber_ids)
+        .collect();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after: Vec<Vec<u64>> = topology
+        .sentinels()
+        .into_iter()
+        .map(subscriber_ids)
+        .collect();
+    assert_eq!(
+        before, after,
+        "subscriptions to the Sentinels were opened again"
+    );
+}

@@ -183,7 +183,9 @@ impl LockManagerBuilder {
     ///
     /// The manager listens for the failovers every Sentinel announces
     /// (`+switch-master`) and then asks the Sentinels for the primary at
-    /// once. Besides, a call that fails because the primary is unreachable,
+    /// once; a subscription is checked with a `PING` every second and, when
+    /// opened again after it was lost, asks for the primary at once, so an
+    /// announcement missed meanwhile is caught up. Besides, a call that fails because the primary is unreachable,
     /// or because the node answers as a replica (`READONLY`, `MASTERDOWN`,
     /// `LOADING`), returns `LockError::Connection` (never retried: an
     /// acquisition whose answer was lost is undone in the background) and
@@ -201,8 +203,9 @@ impl LockManagerBuilder {
     /// former primary that Sentinel has replaced but not yet turned into a
     /// replica (which takes Sentinel some seconds): a manager keeps using it
     /// until it hears the announcement, which Sentinel publishes when the
-    /// promotion is done (the tests see the switch within 3 s; a manager
-    /// that missed it keeps the old primary until a call fails there), and
+    /// promotion is done (the tests see the switch within 3 s, also when
+    /// the manager could not hear its Sentinels at the time, from the moment
+    /// it hears them again), and
     /// other clients may too. [`LockOptions::min_replicas`] closes
     /// that window: a lock is granted only once that many replicas
     /// acknowledged it, and a former primary with no replica left refuses it

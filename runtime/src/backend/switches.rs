@@ -7,10 +7,14 @@
 //! the new primary knows nothing of.
 //!
 //! The tasks end once the manager is gone (checked at every message and at
-//! least every [`LIVENESS_CHECK`]); a lost subscription is opened again
-//! after [`RESUBSCRIBE_PAUSE`].
+//! least every [`LIVENESS_CHECK`]). A subscription is checked with a `PING`
+//! every [`HEARTBEAT`], so one whose connection died silently (a firewall
+//! or NAT that dropped it, a partition) is noticed; a lost subscription is
+//! opened again after [`RESUBSCRIBE_PAUSE`], and once it is, the manager is
+//! told as for an announcement, so that a failover announced while nobody
+//! listened is caught up at once instead of at the next failed call.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use redis::Client;
@@ -22,6 +26,9 @@ const LIVENESS_CHECK: Duration = Duration::from_secs(1);
 /// Pause before subscribing again to a Sentinel that could not be reached
 /// or dropped the subscription.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(1);
+/// How often a subscription's connection is checked with a `PING`; one not
+/// answered within twice the connect timeout counts as lost.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// What a listening task learns from its manager when it calls back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,27 +78,34 @@ impl Listener {
         S: Fn() -> Manager,
         A: Fn() -> Manager,
     {
+        // The first subscription follows the manager's own look-up of the
+        // primary; any later one may have missed announcements.
+        let mut catch_up = false;
         while alive() == Manager::Alive {
-            if self.listen_once(&on_switch, &alive).await == Manager::Gone {
+            if self.listen_once(&on_switch, &alive, catch_up).await == Manager::Gone {
                 return;
             }
+            catch_up = true;
             tokio::time::sleep(RESUBSCRIBE_PAUSE).await;
         }
     }
 
     /// Subscribes and handles announcements until the subscription is lost
-    /// (then `Alive`) or the manager is gone.
-    async fn listen_once<S, A>(&self, on_switch: &S, alive: &A) -> Manager
+    /// (then `Alive`) or the manager is gone; with `catch_up`, tells the
+    /// manager once subscribed, since announcements may have been missed
+    /// before.
+    async fn listen_once<S, A>(&self, on_switch: &S, alive: &A, catch_up: bool) -> Manager
     where
         S: Fn() -> Manager,
         A: Fn() -> Manager,
     {
+        let answer_limit = self.connect_timeout * 2;
         let subscribe = async {
             let mut pubsub = self.sentinel.get_async_pubsub().await?;
             pubsub.subscribe(SWITCH_CHANNEL).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
-        let pubsub = match tokio::time::timeout(self.connect_timeout * 2, subscribe).await {
+        let pubsub = match tokio::time::timeout(answer_limit, subscribe).await {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(err)) => {
                 tracing::debug!(error = %err, "cannot subscribe to a Sentinel's failover announcements; trying again");
@@ -99,13 +113,25 @@ impl Listener {
             }
             Err(_) => return Manager::Alive,
         };
-        let mut messages = pubsub.into_on_message();
+        if catch_up && on_switch() == Manager::Gone {
+            return Manager::Gone;
+        }
+        let (mut sink, mut messages) = pubsub.split();
+        let mut next_heartbeat = Instant::now() + HEARTBEAT;
         loop {
             let message = tokio::select! {
                 message = messages.next() => message,
-                () = tokio::time::sleep(LIVENESS_CHECK) => {
+                () = tokio::time::sleep(LIVENESS_CHECK.min(HEARTBEAT)) => {
                     if alive() == Manager::Gone {
                         return Manager::Gone;
+                    }
+                    if Instant::now() >= next_heartbeat {
+                        let ping = sink.ping::<redis::Value>();
+                        if !matches!(tokio::time::timeout(answer_limit, ping).await, Ok(Ok(_))) {
+                            tracing::debug!("a Sentinel's subscription stopped answering; subscribing again");
+                            return Manager::Alive;
+                        }
+                        next_heartbeat = Instant::now() + HEARTBEAT;
                     }
                     continue;
                 }
