@@ -747,6 +747,34 @@ async fn failover_announced_on_a_silent_subscription_is_caught_up() {
     missed_announcement_is_caught_up(FaultProxy::blackhole, Duration::from_secs(3)).await;
 }
 
+/// Each Sentinel's subscribed clients (see [`subscriber_ids`]).
+fn every_subscriber_id(topology: &RedisSentinel) -> Vec<Vec<u64>> {
+    topology
+        .sentinels()
+        .into_iter()
+        .map(subscriber_ids)
+        .collect()
+}
+
+/// A manager through proxies (see [`manager_through`]) once it has
+/// subscribed on every Sentinel, with the ids of those subscriptions.
+async fn subscribed_manager(
+    topology: &RedisSentinel,
+) -> (LockManager, Vec<FaultProxy>, Vec<Vec<u64>>) {
+    let (locks, proxies) = manager_through(topology).await;
+    let subscribed = poll_async(NO_HANG, || async {
+        every_subscriber_id(topology)
+            .iter()
+            .all(|ids| ids.len() == 1)
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the manager did not subscribe on every Sentinel"
+    );
+    (locks, proxies, every_subscriber_id(topology))
+}
+
 /// A subscription whose Sentinel stops answering within twice the connect
 /// timeout (here every byte is delayed 3 s, so the connection stays open
 /// and nothing fails) is noticed by its unanswered `PING` and opened again:
@@ -754,23 +782,7 @@ async fn failover_announced_on_a_silent_subscription_is_caught_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unanswered_heartbeat_opens_the_subscription_again() {
     let topology = RedisSentinel::start();
-    let (_locks, proxies) = manager_through(&topology).await;
-    let subscribed = poll_async(NO_HANG, || async {
-        topology
-            .sentinels()
-            .into_iter()
-            .all(|sentinel| subscriber_ids(sentinel).len() == 1)
-    })
-    .await;
-    assert!(
-        subscribed,
-        "the manager did not subscribe on every Sentinel"
-    );
-    let before: Vec<Vec<u64>> = topology
-        .sentinels()
-        .into_iter()
-        .map(subscriber_ids)
-        .collect();
+    let (_locks, proxies, before) = subscribed_manager(&topology).await;
     for proxy in &proxies {
         proxy.delay(Duration::from_secs(3));
     }
@@ -779,24 +791,16 @@ async fn unanswered_heartbeat_opens_the_subscription_again() {
         proxy.restore();
     }
     let renewed = poll_async(NO_HANG, || async {
-        topology
-            .sentinels()
-            .into_iter()
+        every_subscriber_id(&topology)
+            .iter()
             .zip(&before)
-            .all(|(sentinel, old)| {
-                let now = subscriber_ids(sentinel);
-                now.len() == 1 && now != *old
-            })
+            .all(|(now, old)| now.len() == 1 && now != old)
     })
     .await;
     assert!(
         renewed,
         "the subscriptions were not opened again: {before:?} then {:?}",
-        topology
-            .sentinels()
-            .into_iter()
-            .map(subscriber_ids)
-            .collect::<Vec<_>>()
+        every_subscriber_id(&topology)
     );
 }
 
@@ -805,31 +809,11 @@ async fn unanswered_heartbeat_opens_the_subscription_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_subscriptions_are_kept_across_heartbeats() {
     let topology = RedisSentinel::start();
-    let (_locks, _proxies) = manager_through(&topology).await;
-    let subscribed = poll_async(NO_HANG, || async {
-        topology
-            .sentinels()
-            .into_iter()
-            .all(|sentinel| subscriber_ids(sentinel).len() == 1)
-    })
-    .await;
-    assert!(
-        subscribed,
-        "the manager did not subscribe on every Sentinel"
-    );
-    let before: Vec<Vec<u64>> = topology
-        .sentinels()
-        .into_iter()
-        .map(subscriber_ids)
-        .collect();
+    let (_locks, _proxies, before) = subscribed_manager(&topology).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let after: Vec<Vec<u64>> = topology
-        .sentinels()
-        .into_iter()
-        .map(subscriber_ids)
-        .collect();
     assert_eq!(
-        before, after,
+        before,
+        every_subscriber_id(&topology),
         "subscriptions to the Sentinels were opened again"
     );
 }
