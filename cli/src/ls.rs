@@ -39,7 +39,9 @@ pub async fn run(manager: &LockManager, pattern: &str, json: bool) -> Result<(),
 /// (a read/write lock's writer and readers, a semaphore's permits), the one
 /// shown is the writer, else the one whose lease ends first.
 struct Line<'a> {
+    /// The key, without namespace.
     key: &'a str,
+    /// Which of the key's locks.
     kind: Kind,
     /// How many hold it.
     holders: usize,
