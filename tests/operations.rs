@@ -5,8 +5,12 @@
 //! frees a lock whoever holds it, cancels the evicted holder's body, hands
 //! the lock to a waiter and raises the fencing counter above the evicted
 //! holder's token. `Semaphore::inspect` and `inspect_rw` name each permit's,
-//! reader's and writer's holder (Redlock, which refuses those kinds, refuses
-//! their inspection too).
+//! reader's and writer's holder; `list_all` finds held locks of every kind;
+//! `Semaphore::force_release` and `force_release_rw` evict every holder, who
+//! learns it at its next renewal, and let another manager in at once, the
+//! latter raising the writers' fencing counter (Redlock, which refuses those
+//! kinds, refuses their inspection and forced release too, and lists plain
+//! locks only).
 //!
 //! Every loop and wait is bounded.
 
@@ -14,7 +18,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
+use distributed_lock::{distributed_lock, Holder, LockError, LockKind, LockManager, LockOptions};
 use distributed_lock_testkit::RedisServer;
 use support::{cluster_namespace, long, poll_async, shared_cluster, within, NO_HANG, PROMPTLY};
 
@@ -152,6 +156,10 @@ on_every_backend!(
     the_attribute_labels_its_locks_with_the_functions_path,
     semaphore_inspect_names_each_permits_holder,
     inspect_rw_shows_the_writer_the_readers_and_waiting_writers,
+    list_all_names_each_held_lock_with_its_kind,
+    semaphore_force_release_evicts_every_permit_holder,
+    force_release_rw_evicts_the_writer_and_fences_it_off,
+    force_release_rw_evicts_every_reader_and_lets_a_waiting_writer_in,
 );
 
 /// Whether `pair`'s backend refuses semaphores and read/write locks
@@ -166,6 +174,12 @@ async fn refuses_shared_locks(pair: &Pair) -> bool {
     assert!(refused(within(semaphore.inspect()).await.map(|_| ())));
     assert!(refused(
         within(pair.operator.inspect_rw("probe")).await.map(|_| ())
+    ));
+    assert!(refused(within(semaphore.force_release()).await.map(|_| ())));
+    assert!(refused(
+        within(pair.operator.force_release_rw("probe"))
+            .await
+            .map(|_| ())
     ));
     true
 }
@@ -440,4 +454,270 @@ async fn nightly_report(locks: &LockManager, day: u32) -> Result<Option<String>,
 async fn the_attribute_labels_its_locks_with_the_functions_path(pair: Pair) {
     let label = within(nightly_report(&pair.holder, 3)).await.unwrap();
     assert_eq!(label.as_deref(), Some("operations::nightly_report"));
+}
+
+/// The lease of holders that the tests evict: renewed every 3 s, so the
+/// first renewal after an eviction comes within 3 s, while the lease itself
+/// would last about 9 s.
+const EVICTED_TTL: Duration = Duration::from_secs(9);
+
+/// How soon an evicted holder learns that its lease is lost: by its next
+/// renewal, refused, well before its lease could have run out.
+const LEARNS_WITHIN: Duration = Duration::from_secs(6);
+
+/// Options of an acquisition that the test will evict, labelled `label`.
+fn evictable(label: &str) -> LockOptions {
+    LockOptions::new().ttl(EVICTED_TTL).label(label)
+}
+
+/// Waits until the evicted holder's `lost` future completes: panics unless
+/// it does within [`LEARNS_WITHIN`].
+async fn learns_it_lost(lost: impl std::future::Future<Output = ()>, what: &str) {
+    tokio::time::timeout(LEARNS_WITHIN, lost)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not learn at its next renewal that it was evicted"));
+}
+
+/// The labels of `holders`, sorted.
+fn holder_labels(holders: &[Holder]) -> Vec<String> {
+    let mut labels: Vec<String> = holders
+        .iter()
+        .filter_map(|holder| holder.label.clone())
+        .collect();
+    labels.sort();
+    labels
+}
+
+/// What `list_all(pattern)` returns, as (key, kind) pairs.
+async fn listed(manager: &LockManager, pattern: &str) -> Vec<(String, LockKind)> {
+    within(manager.list_all(pattern))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|lock| (lock.key, lock.kind))
+        .collect()
+}
+
+/// `pairs` as owned (key, kind) pairs.
+fn kinds(pairs: &[(&str, LockKind)]) -> Vec<(String, LockKind)> {
+    pairs
+        .iter()
+        .map(|(key, kind)| ((*key).to_owned(), *kind))
+        .collect()
+}
+
+async fn list_all_names_each_held_lock_with_its_kind(pair: Pair) {
+    let lock = within(pair.holder.acquire("doc:1", long())).await.unwrap();
+    let stock = within(pair.holder.acquire("stock:1", long()))
+        .await
+        .unwrap();
+    if refuses_shared_locks(&pair).await {
+        assert_eq!(
+            listed(&pair.operator, "*").await,
+            kinds(&[("doc:1", LockKind::Lock), ("stock:1", LockKind::Lock)])
+        );
+        within(lock.release()).await.unwrap();
+        within(stock.release()).await.unwrap();
+        return;
+    }
+    let reader = within(pair.holder.acquire_read("doc:1", long()))
+        .await
+        .unwrap();
+    let writer = within(pair.holder.acquire_write("doc:2", long()))
+        .await
+        .unwrap();
+    let permit = within(pair.holder.semaphore("api:{1}", 2).acquire(long()))
+        .await
+        .unwrap();
+    let freed = within(pair.holder.semaphore("api:2", 1).acquire(long()))
+        .await
+        .unwrap();
+    within(freed.release()).await.unwrap();
+
+    assert_eq!(
+        listed(&pair.operator, "*").await,
+        kinds(&[
+            ("api:{1}", LockKind::Semaphore),
+            ("doc:1", LockKind::Lock),
+            ("doc:1", LockKind::ReadWrite),
+            ("doc:2", LockKind::ReadWrite),
+            ("stock:1", LockKind::Lock),
+        ])
+    );
+    assert_eq!(
+        listed(&pair.operator, "doc:?").await,
+        kinds(&[
+            ("doc:1", LockKind::Lock),
+            ("doc:1", LockKind::ReadWrite),
+            ("doc:2", LockKind::ReadWrite),
+        ])
+    );
+    assert_eq!(
+        listed(&pair.operator, "api:{?}").await,
+        kinds(&[("api:{1}", LockKind::Semaphore)])
+    );
+    assert_eq!(
+        within(pair.operator.list("*")).await.unwrap(),
+        ["doc:1", "stock:1"],
+        "`list` still lists plain locks only"
+    );
+    within(lock.release()).await.unwrap();
+    within(stock.release()).await.unwrap();
+    within(reader.release()).await.unwrap();
+    within(writer.release()).await.unwrap();
+    within(permit.release()).await.unwrap();
+    assert!(listed(&pair.operator, "*").await.is_empty());
+}
+
+async fn semaphore_force_release_evicts_every_permit_holder(pair: Pair) {
+    if refuses_shared_locks(&pair).await {
+        return;
+    }
+    let payments = pair.holder.semaphore("api:pay", 2);
+    let first = within(payments.acquire(evictable("pay::a"))).await.unwrap();
+    let second = within(payments.acquire(evictable("pay::b"))).await.unwrap();
+    let operator_view = pair.operator.semaphore("api:pay", 2);
+    let waiting = {
+        let semaphore = operator_view.clone();
+        tokio::spawn(async move { semaphore.acquire(long().wait(NO_HANG)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let forced = within(operator_view.force_release()).await.unwrap();
+    assert_eq!(forced.key, "api:pay");
+    assert_eq!(forced.evicted_count, 2);
+    assert_eq!(holder_labels(&forced.evicted), ["pay::a", "pay::b"]);
+    assert!(forced
+        .evicted
+        .iter()
+        .all(|holder| holder.manager == "orders-api"));
+
+    let taken = tokio::time::timeout(PROMPTLY, waiting)
+        .await
+        .expect("the waiter gets a permit at once, not after the evicted leases end")
+        .unwrap()
+        .expect("the waiter gets a permit");
+    let another = within(operator_view.try_acquire(long()))
+        .await
+        .unwrap()
+        .expect("both permits are free again");
+    for (permit, what) in [(first, "pay::a"), (second, "pay::b")] {
+        learns_it_lost(permit.lost(), what).await;
+        assert!(matches!(
+            within(permit.release()).await,
+            Err(LockError::LeaseLost { .. })
+        ));
+    }
+    within(taken.release()).await.unwrap();
+    within(another.release()).await.unwrap();
+
+    let nobody = within(operator_view.force_release()).await.unwrap();
+    assert!(nobody.evicted.is_empty() && nobody.evicted_count == 0);
+}
+
+async fn force_release_rw_evicts_the_writer_and_fences_it_off(pair: Pair) {
+    if refuses_shared_locks(&pair).await {
+        return;
+    }
+    let writer = within(
+        pair.holder
+            .acquire_write("ledger", evictable("ledger::post").fenced(true)),
+    )
+    .await
+    .unwrap();
+    let evicted_token = within(writer.fencing_token()).await.unwrap();
+
+    let forced = within(pair.operator.force_release_rw("ledger"))
+        .await
+        .unwrap();
+    assert!(forced.writer_was_held);
+    let evicted = forced.evicted_writer.as_ref().expect("the writer is named");
+    assert_eq!(
+        (evicted.manager.as_str(), evicted.label.as_deref()),
+        ("orders-api", Some("ledger::post"))
+    );
+    assert_eq!(forced.evicted_reader_count, 0);
+    assert!(
+        forced.fencing_counter > evicted_token,
+        "counter {} not above the evicted writer's token {evicted_token}",
+        forced.fencing_counter
+    );
+
+    let reader = within(pair.operator.try_acquire_read("ledger", long()))
+        .await
+        .unwrap()
+        .expect("a reader gets in at once");
+    learns_it_lost(writer.lost(), "the evicted writer").await;
+    assert!(matches!(
+        within(writer.fencing_token()).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        within(writer.release()).await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    within(reader.release()).await.unwrap();
+
+    let nobody = within(pair.operator.force_release_rw("never-held"))
+        .await
+        .unwrap();
+    assert!(!nobody.writer_was_held && nobody.evicted_reader_count == 0);
+}
+
+async fn force_release_rw_evicts_every_reader_and_lets_a_waiting_writer_in(pair: Pair) {
+    if refuses_shared_locks(&pair).await {
+        return;
+    }
+    let show = within(pair.holder.acquire_read("doc", evictable("doc::show")))
+        .await
+        .unwrap();
+    let print = within(pair.holder.acquire_read("doc", evictable("doc::print")))
+        .await
+        .unwrap();
+    let waiting = {
+        let operator = pair.operator.clone();
+        tokio::spawn(async move {
+            operator
+                .acquire_write("doc", long().fenced(true).wait(NO_HANG))
+                .await
+        })
+    };
+    let waits = poll_async(PROMPTLY, || async {
+        pair.operator
+            .inspect_rw("doc")
+            .await
+            .unwrap()
+            .writers_waiting
+            == 1
+    })
+    .await;
+    assert!(waits, "the writer does not wait");
+
+    let forced = within(pair.operator.force_release_rw("doc")).await.unwrap();
+    assert!(!forced.writer_was_held && forced.evicted_writer.is_none());
+    assert_eq!(forced.evicted_reader_count, 2);
+    assert_eq!(
+        holder_labels(&forced.evicted_readers),
+        ["doc::print", "doc::show"]
+    );
+
+    let writer = tokio::time::timeout(PROMPTLY, waiting)
+        .await
+        .expect("the waiting writer gets the lock at once, not after the readers' leases end")
+        .unwrap()
+        .expect("the waiting writer gets the lock");
+    let token = within(writer.fencing_token()).await.unwrap();
+    assert!(
+        token > forced.fencing_counter,
+        "{token} after {}",
+        forced.fencing_counter
+    );
+    for (reader, what) in [(show, "doc::show"), (print, "doc::print")] {
+        learns_it_lost(reader.lost(), what).await;
+        assert!(matches!(
+            within(reader.release()).await,
+            Err(LockError::LeaseLost { .. })
+        ));
+    }
+    within(writer.release()).await.unwrap();
 }

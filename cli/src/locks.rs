@@ -1,17 +1,102 @@
-//! The held locks matching a glob, inspected one by one, and the JSON
-//! shapes `ls`, `show` (of each kind) and `release` print.
+//! The kinds of lock a key can have, the held locks matching a glob
+//! inspected one by one, and the JSON shapes `ls`, `show` (of each kind) and
+//! `release` print.
 
 use std::time::SystemTime;
 
+use clap::ValueEnum;
 use distributed_lock::{
-    Holder, LeaseInfo, LockError, LockInfo, LockManager, RwLockInfo, SemaphoreInfo,
+    Holder, LeaseInfo, LockError, LockInfo, LockKind, LockManager, RwLockInfo, SemaphoreInfo,
 };
 use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::format;
 
-/// The held locks whose key matches `pattern`, sorted by key: at most
+/// Which lock of a key: each kind keeps its own state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// The plain lock (`acquire`, `#[distributed_lock]`).
+    Lock,
+    /// The read/write lock (`acquire_read` / `acquire_write`, `mode = ...`).
+    Rw,
+    /// The counting semaphore (`semaphore(key, n)`, `permits = n`).
+    Semaphore,
+}
+
+impl Kind {
+    /// The kind that the library's `kind` names; `None` for a kind this
+    /// `dlock` does not know.
+    pub fn of(kind: LockKind) -> Option<Kind> {
+        match kind {
+            LockKind::Lock => Some(Kind::Lock),
+            LockKind::ReadWrite => Some(Kind::Rw),
+            LockKind::Semaphore => Some(Kind::Semaphore),
+            _ => None,
+        }
+    }
+
+    /// Its name, as `--kind` takes it and `ls` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Rw => "rw",
+            Kind::Semaphore => "semaphore",
+        }
+    }
+}
+
+/// One held lock of any kind, as inspected.
+#[derive(Debug)]
+pub enum HeldInfo {
+    /// A plain lock.
+    Lock(LockInfo),
+    /// A read/write lock, held by a writer or by readers.
+    Rw(RwLockInfo),
+    /// A semaphore with a permit held.
+    Semaphore(SemaphoreInfo),
+}
+
+/// The held locks of every kind whose key matches `pattern`, sorted by key
+/// then kind (at most 10 000). A lock freed between listing and inspecting
+/// is left out, and so is a kind this `dlock` does not know.
+pub async fn held_all(manager: &LockManager, pattern: &str) -> Result<Vec<HeldInfo>, LockError> {
+    let mut held = Vec::new();
+    for listed in manager.list_all(pattern).await? {
+        let Some(kind) = Kind::of(listed.kind) else {
+            continue;
+        };
+        if let Some(info) = inspect_held(manager, &listed.key, kind).await? {
+            held.push(info);
+        }
+    }
+    Ok(held)
+}
+
+/// The lock of `kind` on `key`, if it is held.
+async fn inspect_held(
+    manager: &LockManager,
+    key: &str,
+    kind: Kind,
+) -> Result<Option<HeldInfo>, LockError> {
+    Ok(match kind {
+        Kind::Lock => {
+            let info = manager.inspect(key).await?;
+            info.held.then_some(HeldInfo::Lock(info))
+        }
+        Kind::Rw => {
+            let info = manager.inspect_rw(key).await?;
+            (info.writer.is_some() || info.reader_count > 0).then_some(HeldInfo::Rw(info))
+        }
+        Kind::Semaphore => {
+            // N is not stored: any N inspects the same holders.
+            let info = manager.semaphore(key, 1).inspect().await?;
+            (info.held > 0).then_some(HeldInfo::Semaphore(info))
+        }
+    })
+}
+
+/// The held plain locks whose key matches `pattern`, sorted by key: at most
 /// `limit` of them are inspected; also how many more were listed. A lock
 /// freed between listing and inspecting is left out.
 pub async fn held(
@@ -188,6 +273,30 @@ impl SemaphoreJson {
                 .iter()
                 .map(|permit| LeaseJson::new(permit, now))
                 .collect(),
+        }
+    }
+}
+
+/// One held lock of any kind, as JSON: what `show --kind KIND` prints, and
+/// its `kind`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum HeldJson {
+    /// A plain lock.
+    Lock(LockJson),
+    /// A read/write lock.
+    Rw(RwLockJson),
+    /// A semaphore.
+    Semaphore(SemaphoreJson),
+}
+
+impl HeldJson {
+    /// `held` as seen at `now`.
+    pub fn new(held: &HeldInfo, now: SystemTime) -> Self {
+        match held {
+            HeldInfo::Lock(info) => HeldJson::Lock(LockJson::new(info, now)),
+            HeldInfo::Rw(info) => HeldJson::Rw(RwLockJson::new(info, now)),
+            HeldInfo::Semaphore(info) => HeldJson::Semaphore(SemaphoreJson::new(info, now)),
         }
     }
 }

@@ -1,59 +1,146 @@
-//! `dlock ls`: the held locks matching a glob, one line each.
+//! `dlock ls`: the held locks of every kind matching a glob, one line each.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use distributed_lock::{LockInfo, LockManager};
+use distributed_lock::{Holder, LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
 
 use crate::failure::Failure;
 use crate::format;
-use crate::locks::{self, LockJson};
+use crate::locks::{self, HeldInfo, HeldJson, Kind};
 
 /// Column headings of the table.
-const HEADINGS: [&str; 9] = [
-    "KEY", "MANAGER", "HOST", "PID", "LABEL", "HELD FOR", "TTL LEFT", "FENCE", "WAITERS",
+const HEADINGS: [&str; COLUMNS] = [
+    "KEY", "KIND", "HOLDERS", "MANAGER", "HOST", "PID", "LABEL", "HELD FOR", "TTL LEFT", "FENCE",
+    "WAITERS",
 ];
 
-/// Lists the held locks matching `pattern` as a table, or as a JSON array.
+/// Columns of the table.
+const COLUMNS: usize = 11;
+
+/// Lists the held locks of every kind matching `pattern` as a table, or as
+/// a JSON array.
 pub async fn run(manager: &LockManager, pattern: &str, json: bool) -> Result<(), Failure> {
-    let (held, _) = locks::held(manager, pattern, usize::MAX).await?;
+    let held = locks::held_all(manager, pattern).await?;
     let now = SystemTime::now();
     if json {
-        let all: Vec<LockJson> = held.iter().map(|info| LockJson::new(info, now)).collect();
+        let all: Vec<HeldJson> = held.iter().map(|info| HeldJson::new(info, now)).collect();
         return locks::print_json(&all);
     }
     if held.is_empty() {
         println!("no held lock matches `{pattern}`");
         return Ok(());
     }
-    let rows: Vec<[String; 9]> = held.iter().map(|info| row(info, now)).collect();
+    let rows: Vec<[String; COLUMNS]> = held.iter().map(|info| Line::of(info).row(now)).collect();
     print!("{}", table(&rows));
     Ok(())
 }
 
-/// The cells of `info`'s line, as seen at `now`.
-fn row(info: &LockInfo, now: SystemTime) -> [String; 9] {
-    let unknown = || "-".to_owned();
-    let holder = info.holder.as_ref();
-    [
-        info.key.clone(),
-        holder.map_or_else(unknown, |holder| holder.manager.clone()),
-        holder.map_or_else(unknown, |holder| holder.host.clone()),
-        holder.map_or_else(unknown, |holder| holder.pid.to_string()),
-        holder
-            .and_then(|holder| holder.label.clone())
-            .unwrap_or_else(unknown),
-        holder.map_or_else(unknown, |holder| {
-            format::duration(format::since(holder.acquired_at, now))
-        }),
-        info.remaining.map_or_else(unknown, format::duration),
-        info.fencing_counter
-            .map_or_else(unknown, |counter| counter.to_string()),
-        info.queued_count.to_string(),
-    ]
+/// What one line says about a held lock of any kind: of several holders
+/// (a read/write lock's writer and readers, a semaphore's permits), the one
+/// shown is the writer, else the one whose lease ends first.
+struct Line<'a> {
+    /// The key, without namespace.
+    key: &'a str,
+    /// Which of the key's locks.
+    kind: Kind,
+    /// How many hold it.
+    holders: usize,
+    /// The holder shown, if its token names it.
+    shown: Option<&'a Holder>,
+    /// The shown holder's lease left.
+    remaining: Option<Duration>,
+    /// The fencing counter (a read/write lock's: its writers'); `None` for a
+    /// semaphore, which has none, or when none was issued.
+    fence: Option<u64>,
+    /// Waiters recorded in the backend (a read/write lock's: its waiting
+    /// writers); `None` for a semaphore, whose waiters are not recorded.
+    waiters: Option<usize>,
+}
+
+impl<'a> Line<'a> {
+    /// The line of `held`.
+    fn of(held: &'a HeldInfo) -> Self {
+        match held {
+            HeldInfo::Lock(info) => Self::lock(info),
+            HeldInfo::Rw(info) => Self::rw(info),
+            HeldInfo::Semaphore(info) => Self::semaphore(info),
+        }
+    }
+
+    fn lock(info: &'a LockInfo) -> Self {
+        Line {
+            key: &info.key,
+            kind: Kind::Lock,
+            holders: 1,
+            shown: info.holder.as_ref(),
+            remaining: info.remaining,
+            fence: info.fencing_counter,
+            waiters: Some(info.queued_count),
+        }
+    }
+
+    fn rw(info: &'a RwLockInfo) -> Self {
+        let (shown, remaining) = holder_of(info.writer.as_ref().or(info.readers.first()));
+        Line {
+            key: &info.key,
+            kind: Kind::Rw,
+            holders: usize::from(info.writer.is_some()) + info.reader_count,
+            shown,
+            remaining,
+            fence: info.fencing_counter,
+            waiters: Some(info.writers_waiting),
+        }
+    }
+
+    fn semaphore(info: &'a SemaphoreInfo) -> Self {
+        let (shown, remaining) = holder_of(info.holders.first());
+        Line {
+            key: &info.key,
+            kind: Kind::Semaphore,
+            holders: info.held,
+            shown,
+            remaining,
+            fence: None,
+            waiters: None,
+        }
+    }
+
+    /// The cells of this line, as seen at `now`.
+    fn row(&self, now: SystemTime) -> [String; COLUMNS] {
+        let unknown = || "-".to_owned();
+        let holder = self.shown;
+        [
+            self.key.to_owned(),
+            self.kind.name().to_owned(),
+            self.holders.to_string(),
+            holder.map_or_else(unknown, |holder| holder.manager.clone()),
+            holder.map_or_else(unknown, |holder| holder.host.clone()),
+            holder.map_or_else(unknown, |holder| holder.pid.to_string()),
+            holder
+                .and_then(|holder| holder.label.clone())
+                .unwrap_or_else(unknown),
+            holder.map_or_else(unknown, |holder| {
+                format::duration(format::since(holder.acquired_at, now))
+            }),
+            self.remaining.map_or_else(unknown, format::duration),
+            self.fence
+                .map_or_else(unknown, |counter| counter.to_string()),
+            self.waiters
+                .map_or_else(unknown, |waiters| waiters.to_string()),
+        ]
+    }
+}
+
+/// The holder of `lease`, if its token names it, and the lease left.
+fn holder_of(lease: Option<&LeaseInfo>) -> (Option<&Holder>, Option<Duration>) {
+    (
+        lease.and_then(|lease| lease.holder.as_ref()),
+        lease.map(|lease| lease.remaining),
+    )
 }
 
 /// `rows` under the headings, columns padded to their widest cell.
-fn table(rows: &[[String; 9]]) -> String {
+fn table(rows: &[[String; COLUMNS]]) -> String {
     let mut widths = HEADINGS.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -80,9 +167,11 @@ mod tests {
 
     #[test]
     fn columns_line_up_under_their_headings() {
-        let row = |key: &str| {
+        let row = |key: &str, kind: &str| {
             [
                 key,
+                kind,
+                "1",
                 "orders-api",
                 "web-7",
                 "4242",
@@ -94,7 +183,10 @@ mod tests {
             ]
             .map(str::to_owned)
         };
-        let text = table(&[row("stock:42"), row("a-much-longer-key:1")]);
+        let text = table(&[
+            row("stock:42", "lock"),
+            row("a-much-longer-key:1", "semaphore"),
+        ]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         let column = lines[0].find("MANAGER").unwrap();

@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand};
 
 use crate::connect::Target;
 use crate::failure::Failure;
+use crate::locks::Kind;
 
 /// Exit codes, shown at the end of `--help`.
 const EXIT_CODES: &str = "\
@@ -42,8 +43,10 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Held locks whose key matches PATTERN: holder, how long held, ttl left,
-    /// fencing counter and queued waiters, one line each.
+    /// Held locks of every kind whose key matches PATTERN, one line each:
+    /// kind (lock, rw, semaphore), how many hold it, the holder (of several:
+    /// the writer, else the lease ending first), how long held, ttl left,
+    /// fencing counter and waiters recorded in the backend.
     Ls {
         /// Glob over keys (without namespace): `*`, `?`, `[abc]`, `\` escapes.
         #[arg(default_value = "*")]
@@ -59,13 +62,15 @@ enum Command {
         /// The lock's key, without namespace.
         key: String,
         /// Which of KEY's locks to show.
-        #[arg(long, value_enum, default_value_t = show::Kind::Lock)]
-        kind: show::Kind,
+        #[arg(long, value_enum, default_value_t = Kind::Lock)]
+        kind: Kind,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Frees the lock on KEY whoever holds it, and raises its fencing counter.
+    /// Frees the lock on KEY whoever holds it, and raises its fencing counter;
+    /// with --kind, the read/write lock of KEY (its writer and every reader;
+    /// the writers' fencing counter is raised) or its semaphore (every permit).
     ///
     /// This evicts a live holder: its body is cancelled at its next renewal,
     /// but whatever it writes meanwhile is rejected only by storage that
@@ -73,6 +78,9 @@ enum Command {
     Release {
         /// The lock's key, without namespace.
         key: String,
+        /// Which of KEY's locks to free.
+        #[arg(long, value_enum, default_value_t = Kind::Lock)]
+        kind: Kind,
         /// Required: says you mean to evict whoever holds the lock.
         #[arg(long)]
         force: bool,
@@ -83,8 +91,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A live view, refreshed every second: keys with the most waiters, the
-    /// longest holds, and holders that changed or vanished. Quit with q or Esc.
+    /// A live view of plain locks, refreshed every second: keys with the most
+    /// waiters, the longest holds, and holders that changed or vanished
+    /// (`ls` lists read/write locks and semaphores too). Quit with q or Esc.
     Top {
         /// Glob over keys (without namespace).
         #[arg(default_value = "*")]
@@ -123,6 +132,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Release {
             key,
+            kind,
             force,
             yes,
             json,
@@ -131,7 +141,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 return Err(Failure::NotDone(release::WITHOUT_FORCE.to_owned()));
             }
             let manager = cli.target.connect().await?;
-            release::run(&manager, &key, yes, json).await
+            release::run(&manager, &key, kind, yes, json).await
         }
         Command::Top { pattern, once } => {
             let manager = cli.target.connect().await?;

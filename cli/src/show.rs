@@ -4,23 +4,11 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use clap::ValueEnum;
 use distributed_lock::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
 
 use crate::failure::Failure;
 use crate::format;
-use crate::locks::{self, LockJson, RwLockJson, SemaphoreJson};
-
-/// Which lock of a key to show: each kind keeps its own state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kind {
-    /// The plain lock (`acquire`, `#[distributed_lock]`).
-    Lock,
-    /// The read/write lock (`acquire_read` / `acquire_write`, `mode = ...`).
-    Rw,
-    /// The counting semaphore (`semaphore(key, n)`, `permits = n`).
-    Semaphore,
-}
+use crate::locks::{self, Kind, LockJson, RwLockJson, SemaphoreJson};
 
 /// Prints `key`'s lock of `kind`: as text, or as JSON.
 pub async fn run(manager: &LockManager, key: &str, kind: Kind, json: bool) -> Result<(), Failure> {

@@ -4,8 +4,10 @@
 //! process, `release --force --yes` evicts it (and it learns so), `release`
 //! refuses without `--force` or confirmation, bad targets fail with a
 //! message and an exit code, `top --once` shows a contended key, `ls`
-//! works on a Redis Cluster, and `show --kind rw|semaphore` names each
-//! reader and permit holder.
+//! works on a Redis Cluster, `show --kind rw|semaphore` names each
+//! reader and permit holder, `ls` lists every kind with its kind, and
+//! `release --kind rw|semaphore` evicts every holder of another manager,
+//! which learns it lost its lease.
 //!
 //! Every wait is bounded: `dlock` runs and holder output by
 //! `support::PATIENCE`, polls by their count.
@@ -70,8 +72,8 @@ async fn ls_names_the_other_process_that_holds_each_lock() {
     for (line, key) in lines[1..].iter().zip(["stock:1", "stock:2"]) {
         let cells: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
-            cells[..5],
-            [key, HOLDER_NAME, cells[2], &pid, HOLDER_LABEL],
+            cells[..7],
+            [key, "lock", "1", HOLDER_NAME, cells[4], &pid, HOLDER_LABEL],
             "{line}"
         );
     }
@@ -87,6 +89,7 @@ async fn ls_names_the_other_process_that_holds_each_lock() {
         .collect();
     assert_eq!(keys, ["order:9", "stock:1", "stock:2"]);
     for lock in all.as_array().unwrap() {
+        assert_eq!(lock["kind"], "lock");
         assert_eq!(lock["holder"]["manager"], HOLDER_NAME);
         assert_eq!(
             lock["holder"]["pid"].as_u64(),
@@ -435,4 +438,236 @@ async fn show_kind_rw_and_semaphore_name_each_reader_and_permit_holder() {
         run.stderr.contains("rw"),
         "the error lists the kinds: {run:#?}"
     );
+}
+
+/// The lease of the shared holders that the tests evict: renewed every 3 s,
+/// while the lease itself would last about 9 s.
+const SHARED_TTL: Duration = Duration::from_secs(9);
+
+/// How soon an evicted holder learns that its lease is lost: at its next
+/// renewal, refused, well before its lease could have run out.
+const LEARNS_WITHIN: Duration = Duration::from_secs(6);
+
+/// A manager of this process named `catalog-svc`, on `url`.
+async fn catalog(url: &str) -> LockManager {
+    LockManager::builder()
+        .name("catalog-svc")
+        .connect(url)
+        .await
+        .expect("connect")
+}
+
+/// Options of a shared acquisition labelled `label`.
+fn shared(label: &str) -> LockOptions {
+    LockOptions::new().ttl(SHARED_TTL).label(label)
+}
+
+/// Panics unless `lost` (an evicted holder's) completes within
+/// [`LEARNS_WITHIN`].
+async fn learns_it_lost(lost: impl std::future::Future<Output = ()>, what: &str) {
+    tokio::time::timeout(LEARNS_WITHIN, lost)
+        .await
+        .unwrap_or_else(|_| panic!("{what} never learned that it was evicted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_lists_every_kind_with_its_kind_column_and_json_field() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = catalog(&url).await;
+    let _lock = locks.acquire("doc", shared("render")).await.expect("lock");
+    let _show = locks
+        .acquire_read("doc", shared("show"))
+        .await
+        .expect("read");
+    let _print = locks
+        .acquire_read("doc", shared("print"))
+        .await
+        .expect("read");
+    let writer = locks
+        .acquire_write("ledger", shared("post").fenced(true))
+        .await
+        .expect("write");
+    let token = writer.fencing_token().await.expect("a fencing token");
+    let _permit = locks
+        .semaphore("api", 4)
+        .acquire(shared("charge"))
+        .await
+        .expect("permit");
+
+    let run = dlock(&["--url", &url, "ls"], "").await;
+    run.expect_code(0);
+    let rows: Vec<Vec<&str>> = run
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    let pid = std::process::id().to_string();
+    let summary: Vec<[&str; 5]> = rows
+        .iter()
+        .map(|cells| [cells[0], cells[1], cells[2], cells[3], cells[5]])
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ["api", "semaphore", "1", "catalog-svc", pid.as_str()],
+            ["doc", "lock", "1", "catalog-svc", pid.as_str()],
+            ["doc", "rw", "2", "catalog-svc", pid.as_str()],
+            ["ledger", "rw", "1", "catalog-svc", pid.as_str()],
+        ],
+        "{run:#?}"
+    );
+    assert_eq!(rows[3][6], "post", "the writer is shown: {run:#?}");
+    let fence_and_waiters = |row: &[&str]| row[row.len() - 2..].join(" ");
+    assert_eq!(fence_and_waiters(&rows[0]), "- -", "{run:#?}");
+    assert_eq!(
+        fence_and_waiters(&rows[3]),
+        format!("{token} 0"),
+        "{run:#?}"
+    );
+
+    let run = dlock(&["--url", &url, "ls", "--json"], "").await;
+    run.expect_code(0);
+    let all: Value = serde_json::from_str(&run.stdout).expect("ls --json prints JSON");
+    let kinds: Vec<(&str, &str)> = all
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|lock| {
+            (
+                lock["key"].as_str().unwrap(),
+                lock["kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("api", "semaphore"),
+            ("doc", "lock"),
+            ("doc", "rw"),
+            ("ledger", "rw")
+        ]
+    );
+    assert_eq!(all[0]["held"], 1, "{all}");
+    assert_eq!(all[0]["holders"][0]["holder"]["label"], "charge", "{all}");
+    assert_eq!(all[1]["holder"]["label"], "render", "{all}");
+    assert_eq!(all[2]["reader_count"], 2, "{all}");
+    assert_eq!(all[3]["writer"]["holder"]["label"], "post", "{all}");
+    assert_eq!(all[3]["fencing_counter"].as_u64(), Some(token), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_kind_rw_evicts_every_reader_and_fences_off_the_writer() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = catalog(&url).await;
+    let show = locks
+        .acquire_read("doc", shared("show"))
+        .await
+        .expect("read");
+    let print = locks
+        .acquire_read("doc", shared("print"))
+        .await
+        .expect("read");
+
+    let args = [
+        "--url", &url, "release", "doc", "--force", "--kind", "rw", "--yes", "--json",
+    ];
+    let run = dlock(&args, "").await;
+    run.expect_code(0);
+    let forced: Value = serde_json::from_str(&run.stdout).expect("release --json prints JSON");
+    assert_eq!(forced["writer_was_held"], false, "{forced}");
+    assert_eq!(forced["evicted_reader_count"], 2, "{forced}");
+    assert_eq!(forced["evicted_readers"][0]["manager"], "catalog-svc");
+    learns_it_lost(show.lost(), "the reader `show`").await;
+    learns_it_lost(print.lost(), "the reader `print`").await;
+
+    let writer = locks
+        .acquire_write("ledger", shared("post").fenced(true))
+        .await
+        .expect("write");
+    let token = writer.fencing_token().await.expect("a fencing token");
+    let args = [
+        "--url", &url, "release", "ledger", "--force", "--kind", "rw",
+    ];
+    let run = dlock(&args, "n\n").await;
+    run.expect_code(4);
+    assert!(run.stderr.contains("not released"), "{run:#?}");
+    let run = dlock(&args, "y\n").await;
+    run.expect_code(0);
+    assert!(
+        run.stderr.contains(&format!(
+            "Release read/write lock ledger held by 1 writer: catalog-svc (pid {} on ",
+            std::process::id()
+        )),
+        "{run:#?}"
+    );
+    let counter: u64 = run
+        .stdout
+        .split("writers' fencing counter raised to ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("no raised counter in {run:#?}"));
+    assert!(
+        counter > token,
+        "counter {counter} not above the writer's token {token}"
+    );
+    learns_it_lost(writer.lost(), "the writer").await;
+    let next = locks
+        .try_acquire_write("ledger", shared("again").fenced(true))
+        .await
+        .expect("write")
+        .expect("the lock is free at once");
+    assert!(next.fencing_token().await.expect("a token") > counter);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_kind_semaphore_takes_back_every_permit_after_confirmation() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = catalog(&url).await;
+    let api = locks.semaphore("api", 2);
+    let first = api.acquire(shared("charge")).await.expect("permit");
+    let second = api.acquire(shared("refund")).await.expect("permit");
+
+    let args = ["--url", &url, "release", "api", "--kind", "semaphore"];
+    dlock(&args, "y\n").await.expect_code(4);
+    let forced = [&args[..], &["--force"]].concat();
+    let run = dlock(&forced, "no\n").await;
+    run.expect_code(4);
+    assert!(
+        run.stderr
+            .contains("Release semaphore api, taking back 2 permits: catalog-svc (pid "),
+        "{run:#?}"
+    );
+    assert_eq!(
+        api.inspect().await.expect("inspect").held,
+        2,
+        "released anyway"
+    );
+
+    let run = dlock(&forced, "yes\n").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout
+            .contains("released semaphore `api`: took back 2 permits from catalog-svc (pid "),
+        "{run:#?}"
+    );
+    learns_it_lost(first.lost(), "the permit `charge`").await;
+    learns_it_lost(second.lost(), "the permit `refund`").await;
+    let other = LockManager::connect(&url).await.expect("connect");
+    let permit = other
+        .semaphore("api", 2)
+        .try_acquire(LockOptions::new())
+        .await
+        .expect("try");
+    let permit = permit.expect("another manager gets a permit at once");
+    permit.release().await.expect("release");
+
+    let run = dlock(&forced, "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("has no permit held"), "{run:#?}");
 }

@@ -26,6 +26,8 @@
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
 
+use crate::operations::LockKind;
+
 /// What a [`LockKey`] names: a lock, the holder set of a semaphore, or one
 /// side of a read/write lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,12 +182,7 @@ impl KeySpace {
         if self.hash_tagged {
             pattern.push_str("{*}");
         }
-        for c in self.namespace.chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern.push('\\');
-            }
-            pattern.push(c);
-        }
+        push_escaped(&mut pattern, &self.namespace);
         pattern.push_str(user_pattern);
         pattern
     }
@@ -193,13 +190,60 @@ impl KeySpace {
     /// The user key of the lock key `name`, if `name` is one of this key
     /// space's lock keys (not an internal key, not another namespace's).
     pub(crate) fn user_key_of<'a>(&self, name: &'a str) -> Option<&'a str> {
-        let name = if self.hash_tagged {
+        self.untagged(name)?.strip_prefix(self.namespace.as_str())
+    }
+
+    /// A Redis glob matching, for every user key matching the glob
+    /// `user_pattern`, the names that say a lock of some kind is held: the
+    /// lock key `base:k`, a read/write lock's writer `base-rw:k` and readers
+    /// `base-read:k`, a semaphore's holders `base-sem:k` (`base*:` then the
+    /// user glob). It matches other names too, which
+    /// [`held_of`](Self::held_of) leaves out.
+    pub(crate) fn scan_pattern_every_kind(&self, user_pattern: &str) -> String {
+        let mut pattern = String::new();
+        if self.hash_tagged {
+            pattern.push_str("{*}");
+        }
+        push_escaped(&mut pattern, &self.base);
+        pattern.push_str("*:");
+        pattern.push_str(user_pattern);
+        pattern
+    }
+
+    /// The kind and user key of the lock that the name `name` says is held,
+    /// if `name` is this key space's lock key, read/write lock writer or
+    /// readers, or semaphore holder set (not a fencing counter, queue or
+    /// writers' intents, not another namespace's name).
+    pub(crate) fn held_of<'a>(&self, name: &'a str) -> Option<(LockKind, &'a str)> {
+        let rest = self.untagged(name)?.strip_prefix(self.base.as_str())?;
+        [
+            (":", LockKind::Lock),
+            ("-rw:", LockKind::ReadWrite),
+            ("-read:", LockKind::ReadWrite),
+            ("-sem:", LockKind::Semaphore),
+        ]
+        .into_iter()
+        .find_map(|(infix, kind)| Some((kind, rest.strip_prefix(infix)?)))
+    }
+
+    /// `name` without its hash tag when hash-tagged; `None` if it has none.
+    fn untagged<'a>(&self, name: &'a str) -> Option<&'a str> {
+        if self.hash_tagged {
             let (_, rest) = name.strip_prefix('{')?.split_once('}')?;
-            rest
+            Some(rest)
         } else {
-            name
-        };
-        name.strip_prefix(self.namespace.as_str())
+            Some(name)
+        }
+    }
+}
+
+/// Appends `text` to `pattern` with Redis's glob characters escaped.
+fn push_escaped(pattern: &mut String, text: &str) {
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
     }
 }
 
@@ -317,6 +361,36 @@ mod tests {
         assert_eq!(
             KeySpace::hash_tagged("lock".into()).scan_pattern("*"),
             "{*}lock:*"
+        );
+    }
+
+    #[test]
+    fn held_names_of_every_kind_give_back_kind_and_user_key_and_internal_names_none() {
+        for space in [
+            KeySpace::new("app".into()),
+            KeySpace::hash_tagged("app".into()),
+        ] {
+            for user in BRACED {
+                let (key, rw) = (space.key(user), space.rwlock(user, KeyKind::Write));
+                let semaphore = space.semaphore(user).lock;
+                assert_eq!(space.held_of(&key.lock), Some((LockKind::Lock, user)));
+                for name in [&rw.lock, &rw.readers] {
+                    assert_eq!(space.held_of(name), Some((LockKind::ReadWrite, user)));
+                }
+                assert_eq!(space.held_of(&semaphore), Some((LockKind::Semaphore, user)));
+                for internal in [&key.fence, &key.queue, &key.waiters, &rw.fence, &rw.queue] {
+                    assert_eq!(space.held_of(internal), None, "{internal}");
+                }
+            }
+            assert_eq!(space.held_of("other:x"), None);
+        }
+        assert_eq!(
+            KeySpace::new("a*b".into()).scan_pattern_every_kind("k*"),
+            "a\\*b*:k*"
+        );
+        assert_eq!(
+            KeySpace::hash_tagged("lock".into()).scan_pattern_every_kind("*"),
+            "{*}lock*:*"
         );
     }
 

@@ -38,7 +38,8 @@
 //! by the watchdog and given back by the guard like a lock, read/write
 //! locks (`rwlock`, guards in `rw_guard`), whose readers hold leases in a set
 //! like permits and whose writer holds a lock's key, and what operators ask
-//! of a lock (`operations`: inspect, list, force release).
+//! of a lock, a semaphore or a read/write lock (`operations`: inspect, list,
+//! force release).
 
 #![warn(missing_docs)]
 
@@ -80,7 +81,10 @@ pub use install::{install, installed};
 pub use leader::{Leadership, Term};
 pub use manager::LockManager;
 pub use multi::MultiGuard;
-pub use operations::{ForcedRelease, LeaseInfo, LockInfo, RwLockInfo, SemaphoreInfo};
+pub use operations::{
+    ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, LeaseInfo, ListedLock, LockInfo,
+    LockKind, RwLockInfo, SemaphoreInfo,
+};
 pub use options::{LockOptions, OnLost};
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};

@@ -2,16 +2,43 @@
 //! until when, who waits; which locks are held; and, as a last resort,
 //! freeing one whoever holds it, with the evicted holder fenced off. The same
 //! questions of a semaphore (who holds its permits) and of a read/write lock
-//! (its writer, readers and waiting writers).
+//! (its writer, readers and waiting writers), and the same last resort.
 
 use std::time::Duration;
 
-use crate::backend::{KeyKind, SharedState, MOST_WAITERS_SHOWN};
+use crate::backend::{EvictedLeases, KeyKind, SharedState, MOST_WAITERS_SHOWN};
 use crate::token::Holder;
 use crate::{LockError, LockManager, Semaphore};
 
-/// Most user keys [`LockManager::list`] returns.
+/// Most user keys [`LockManager::list`] returns, and most locks
+/// [`LockManager::list_all`] returns.
 const MOST_LISTED: usize = 10_000;
+
+/// The kinds of lock a key can have; each keeps its own state, so one user
+/// key can be held as several kinds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A plain lock (`acquire`, `#[distributed_lock]`): see
+    /// [`LockManager::inspect`].
+    Lock,
+    /// A read/write lock (`acquire_read`, `acquire_write`): see
+    /// [`LockManager::inspect_rw`].
+    ReadWrite,
+    /// A counting semaphore (`semaphore(key, n)`): see
+    /// [`Semaphore::inspect`].
+    Semaphore,
+}
+
+/// One held lock that [`LockManager::list_all`] found.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct ListedLock {
+    /// The key, without namespace.
+    pub key: String,
+    /// Which of the key's locks is held.
+    pub kind: LockKind,
+}
 
 /// One lock as the backend holds it now; see [`LockManager::inspect`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +135,40 @@ pub struct ForcedRelease {
     pub fencing_counter: u64,
 }
 
+/// What [`Semaphore::force_release`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForcedSemaphoreRelease {
+    /// The key, without namespace.
+    pub key: String,
+    /// The evicted permits' holders that their tokens name, earliest lease
+    /// end first (at most 100; see `evicted_count`).
+    pub evicted: Vec<Holder>,
+    /// How many permits were held and are now taken back.
+    pub evicted_count: usize,
+}
+
+/// What [`LockManager::force_release_rw`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForcedRwRelease {
+    /// The key, without namespace.
+    pub key: String,
+    /// Whether a writer held the lock.
+    pub writer_was_held: bool,
+    /// The evicted writer, if its token named it.
+    pub evicted_writer: Option<Holder>,
+    /// The evicted readers that their tokens name, earliest lease end first
+    /// (at most 100; see `evicted_reader_count`).
+    pub evicted_readers: Vec<Holder>,
+    /// How many readers held the lock.
+    pub evicted_reader_count: usize,
+    /// The writers' fencing counter after the release: above every fencing
+    /// token issued to a writer before it. Storage that has seen this value
+    /// (or any later writer's token) rejects the evicted writer's writes.
+    pub fencing_counter: u64,
+}
+
 impl LockManager {
     /// The name this manager records as its locks' holder (see
     /// `LockManagerBuilder::name`).
@@ -183,6 +244,68 @@ impl LockManager {
         Ok(users)
     }
 
+    /// Every held lock, of every kind, whose key matches the glob `pattern`
+    /// (as [`list`](Self::list) matches it), sorted by key then kind, at
+    /// most 10 000: plain locks, read/write locks held by a writer or by
+    /// readers, semaphores with a permit held. One key held as two kinds is
+    /// listed twice. Walks the keyspace with `SCAN`, never `KEYS`, once, on
+    /// the server or every cluster primary; a lock taken or freed meanwhile
+    /// may or may not be listed. Redlock, which refuses semaphores and
+    /// read/write locks, lists plain locks only (on every node, as `list`).
+    pub async fn list_all(&self, pattern: &str) -> Result<Vec<ListedLock>, LockError> {
+        let keys = self.key_space();
+        let names = self
+            .backend()
+            .scan(&keys.scan_pattern_every_kind(pattern))
+            .await?;
+        let plain_only = self.backend().holds_only_plain_locks();
+        let mut listed: Vec<ListedLock> = names
+            .iter()
+            .filter_map(|name| keys.held_of(name))
+            .filter(|(kind, _)| !plain_only || *kind == LockKind::Lock)
+            .filter(|(_, user)| glob_match(pattern.as_bytes(), user.as_bytes()))
+            .map(|(kind, user)| ListedLock {
+                key: user.to_owned(),
+                kind,
+            })
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        listed.truncate(MOST_LISTED);
+        Ok(listed)
+    }
+
+    /// Frees the read/write lock on `key` whoever holds it: its writer and
+    /// every reader. The writers' fencing counter is raised above every
+    /// writer's token issued so far (and returned), so the evicted writer's
+    /// later writes are rejected by fenced storage. Each evicted holder's
+    /// next renewal is refused and its body is cancelled as for any lost
+    /// lease. Writers waiting for the lock keep their places (their
+    /// intents), so they take it before new readers; waiters are woken.
+    /// Logged at warn. One atomic round trip; Redlock refuses with
+    /// `InvalidOptions`, as it refuses read/write locks.
+    pub async fn force_release_rw(&self, key: &str) -> Result<ForcedRwRelease, LockError> {
+        let rw_key = self.key_space().rwlock(key, KeyKind::Write);
+        let evicted = self.backend().force_release_rw(&rw_key).await?;
+        let writer = evicted.writer.as_deref().and_then(Holder::from_token);
+        tracing::warn!(
+            key,
+            writer_was_held = evicted.writer.is_some(),
+            evicted_writer = writer.as_ref().map(|holder| holder.manager.as_str()),
+            evicted_readers = evicted.readers.holder_count,
+            fencing_counter = evicted.fence,
+            "read/write lock released by force"
+        );
+        Ok(ForcedRwRelease {
+            key: key.to_owned(),
+            writer_was_held: evicted.writer.is_some(),
+            evicted_writer: writer,
+            evicted_readers: named_holders(&evicted.readers),
+            evicted_reader_count: evicted.readers.holder_count,
+            fencing_counter: evicted.fence,
+        })
+    }
+
     /// Frees the lock on `key` whoever holds it: for operators, when a
     /// holder is stuck and its lease keeps being renewed. The fencing
     /// counter is raised above every token issued so far (and returned), so
@@ -229,6 +352,38 @@ impl Semaphore {
             local_waiters: manager.backend().local_waiters(&key),
         })
     }
+
+    /// Takes back every permit of this semaphore whoever holds them: for
+    /// operators, when holders are stuck and keep renewing. Each evicted
+    /// holder's next renewal is refused and its body is cancelled as for any
+    /// lost lease; semaphores have no fencing tokens, so work it already
+    /// has in flight is not stopped. Every waiter is woken. Logged at warn.
+    /// One atomic round trip; Redlock refuses with `InvalidOptions`, as it
+    /// refuses semaphores.
+    pub async fn force_release(&self) -> Result<ForcedSemaphoreRelease, LockError> {
+        let manager = self.manager();
+        let key = manager.semaphore_key(self.key());
+        let evicted = manager.backend().force_release_semaphore(&key).await?;
+        tracing::warn!(
+            key = self.key(),
+            evicted_permits = evicted.holder_count,
+            "semaphore released by force"
+        );
+        Ok(ForcedSemaphoreRelease {
+            key: self.key().to_owned(),
+            evicted: named_holders(&evicted),
+            evicted_count: evicted.holder_count,
+        })
+    }
+}
+
+/// The holders that the evicted owner tokens name.
+fn named_holders(evicted: &EvictedLeases) -> Vec<Holder> {
+    evicted
+        .holders
+        .iter()
+        .filter_map(|token| Holder::from_token(token))
+        .collect()
 }
 
 /// A lease as the backend reported it: owner token and remaining time.

@@ -1,6 +1,7 @@
-//! Operators' steps on one Redis server (or one cluster node): read a lock's
-//! state, free it whoever holds it, and find lock keys. Each is one script or
-//! command per round trip; `SCAN` walks the keyspace in bounded batches.
+//! Operators' steps on one Redis server (or one cluster node): read a lock's,
+//! semaphore's or read/write lock's state, free it whoever holds it, and find
+//! their keys. Each is one script or command per round trip; `SCAN` walks the
+//! keyspace in bounded batches.
 
 use std::time::Duration;
 
@@ -59,6 +60,29 @@ pub(crate) struct Evicted {
     pub(crate) holder: Option<String>,
     /// The fencing counter after the release: above every token issued
     /// before it.
+    pub(crate) fence: u64,
+}
+
+/// The lease holders a forced release of a semaphore or of a read/write
+/// lock's readers evicted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct EvictedLeases {
+    /// Their owner tokens, earliest lease end first (at most
+    /// [`MOST_WAITERS_SHOWN`]).
+    pub(crate) holders: Vec<String>,
+    /// How many there were.
+    pub(crate) holder_count: usize,
+}
+
+/// What a forced release of a read/write lock did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EvictedRw {
+    /// The owner token of the writer it evicted, if there was one.
+    pub(crate) writer: Option<String>,
+    /// The readers it evicted.
+    pub(crate) readers: EvictedLeases,
+    /// The writers' fencing counter after the release: above every
+    /// writer's token issued before it.
     pub(crate) fence: u64,
 }
 
@@ -153,6 +177,60 @@ pub(super) async fn force_release(
         .await?;
     Ok(Evicted {
         holder: (!holder.is_empty()).then_some(holder),
+        fence: fence.parse().unwrap_or(0),
+    })
+}
+
+/// Runs `semaphore_force_release.lua` for the semaphore `key`; `sharded`:
+/// its message goes out by SPUBLISH (Redis Cluster).
+pub(super) async fn force_release_semaphore(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    sharded: bool,
+) -> Result<EvictedLeases, RedisError> {
+    let script = if sharded {
+        &*scripts::SEMAPHORE_FORCE_RELEASE_SHARDED
+    } else {
+        &*scripts::SEMAPHORE_FORCE_RELEASE
+    };
+    let (holders, holder_count): (Vec<String>, i64) = script
+        .key(&key.lock)
+        .arg(MOST_WAITERS_SHOWN)
+        .invoke_async(connection)
+        .await?;
+    Ok(EvictedLeases {
+        holders,
+        holder_count: usize::try_from(holder_count).unwrap_or(0),
+    })
+}
+
+/// Runs `rw_force_release.lua` for the read/write lock `key`; `sharded`:
+/// its messages go out by SPUBLISH (Redis Cluster).
+pub(super) async fn force_release_rw(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    sharded: bool,
+) -> Result<EvictedRw, RedisError> {
+    let script = if sharded {
+        &*scripts::RW_FORCE_RELEASE_SHARDED
+    } else {
+        &*scripts::RW_FORCE_RELEASE
+    };
+    // Kept for the 10-minute floor of fence.lua's retention, as for a lock.
+    let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = script
+        .key(&key.lock)
+        .key(&key.readers)
+        .key(&key.fence)
+        .arg(fence_retention_ms(0))
+        .arg(MOST_WAITERS_SHOWN)
+        .invoke_async(connection)
+        .await?;
+    Ok(EvictedRw {
+        writer: (!writer.is_empty()).then_some(writer),
+        readers: EvictedLeases {
+            holders: readers,
+            holder_count: usize::try_from(reader_count).unwrap_or(0),
+        },
         fence: fence.parse().unwrap_or(0),
     })
 }

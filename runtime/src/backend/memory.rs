@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::admin::{Evicted, LockState, SharedState, MOST_WAITERS_SHOWN};
+use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
 use crate::token::OwnerToken;
 use crate::wait_queue::{WaitQueues, WaitTicket};
@@ -374,42 +374,54 @@ impl MemoryBackend {
     /// Frees `key` whoever holds it, raises its fencing counter as `fence`
     /// issues tokens, and wakes its waiters.
     pub(crate) fn force_release(&self, key: &LockKey) -> Evicted {
-        let now = Instant::now();
-        let evicted = {
-            let mut table = self.table();
-            let holder = table
-                .held(&key.lock, now)
-                .map(|held| held.token.as_str().to_owned());
-            let entry = table
-                .entries
-                .entry(key.lock.clone())
-                .or_insert_with(|| Entry {
-                    holder: None,
-                    fence: 0,
-                    retained_until: now,
-                });
-            entry.holder = None;
-            entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
-            entry.retained_until = deadline(now, MIN_RETENTION);
-            Evicted {
-                holder,
-                fence: entry.fence,
-            }
-        };
+        let evicted = self.table().evict_holder(&key.lock, Instant::now());
         self.queues.wake_all(&key.lock);
         evicted
     }
 
-    /// The lock keys held now.
+    /// Takes back every permit of the semaphore `key`, as
+    /// `semaphore_force_release.lua` does, and wakes every waiter.
+    pub(crate) fn force_release_semaphore(&self, key: &LockKey) -> EvictedLeases {
+        let evicted = self.table().evict_members(&key.lock, Instant::now());
+        self.queues.wake_every(&key.lock);
+        evicted
+    }
+
+    /// Frees the read/write lock `key`, writer and readers, and raises its
+    /// writers' fencing counter, as `rw_force_release.lua` does; waiting
+    /// writers keep their intents. Wakes every reader and a writer.
+    pub(crate) fn force_release_rw(&self, key: &LockKey) -> EvictedRw {
+        let now = Instant::now();
+        let evicted = {
+            let mut table = self.table();
+            let writer = table.evict_holder(&key.lock, now);
+            EvictedRw {
+                writer: writer.holder,
+                readers: table.evict_members(&key.readers, now),
+                fence: writer.fence,
+            }
+        };
+        self.queues.wake_every(&key.lock);
+        self.queues.wake_one(&key.readers);
+        evicted
+    }
+
+    /// The names held now: lock keys with a live holder (a read/write
+    /// lock's writer key among them) and holder sets with a live lease (a
+    /// semaphore's, a read/write lock's readers or its writers' intents).
     pub(crate) fn held_keys(&self) -> Vec<String> {
         let now = Instant::now();
         let table = self.table();
-        let mut keys: Vec<String> = table
+        let locks = table
             .entries
             .keys()
-            .filter(|lock| table.held(lock, now).is_some())
-            .cloned()
-            .collect();
+            .filter(|lock| table.held(lock, now).is_some());
+        let sets = table
+            .semaphores
+            .iter()
+            .filter(|(_, holders)| holders.iter().any(|held| held.expires > now))
+            .map(|(set, _)| set);
+        let mut keys: Vec<String> = locks.chain(sets).cloned().collect();
         keys.sort_unstable();
         keys
     }
@@ -435,6 +447,44 @@ impl Table {
             token: token.clone(),
             expires,
         });
+    }
+
+    /// Frees `lock` whoever holds it and raises its fencing counter to
+    /// max(counter + 1, wall clock in µs), kept for [`MIN_RETENTION`].
+    fn evict_holder(&mut self, lock: &str, now: Instant) -> Evicted {
+        let holder = self
+            .held(lock, now)
+            .map(|held| held.token.as_str().to_owned());
+        let entry = self
+            .entries
+            .entry(lock.to_owned())
+            .or_insert_with(|| Entry {
+                holder: None,
+                fence: 0,
+                retained_until: now,
+            });
+        entry.holder = None;
+        entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
+        entry.retained_until = deadline(now, MIN_RETENTION);
+        Evicted {
+            holder,
+            fence: entry.fence,
+        }
+    }
+
+    /// Empties the holder set `set`: the members whose lease was live at
+    /// `now`, earliest lease end first.
+    fn evict_members(&mut self, set: &str, now: Instant) -> EvictedLeases {
+        let live = self.live_members(set, now);
+        self.semaphores.remove(set);
+        EvictedLeases {
+            holders: live
+                .iter()
+                .take(MOST_WAITERS_SHOWN)
+                .map(|(token, _)| token.as_str().to_owned())
+                .collect(),
+            holder_count: live.len(),
+        }
     }
 
     /// The members of the holder set `set` whose lease is live at `now`

@@ -25,7 +25,9 @@ mod tls;
 
 use std::time::Duration;
 
-pub(crate) use self::admin::{Evicted, LockState, SharedState, MOST_WAITERS_SHOWN};
+pub(crate) use self::admin::{
+    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
+};
 pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::discovery::SentinelCredentials;
 pub(crate) use self::memory::MemoryBackend;
@@ -240,8 +242,42 @@ impl Backend {
         }
     }
 
+    /// Takes back every permit of the semaphore `key` whoever holds them and
+    /// wakes its waiters. Redlock refuses with `InvalidOptions`.
+    pub(crate) async fn force_release_semaphore(
+        &self,
+        key: &LockKey,
+    ) -> Result<EvictedLeases, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.force_release_semaphore(key).await,
+            Backend::Memory(memory) => Ok(memory.force_release_semaphore(key)),
+            Backend::Redlock(_) => Err(RedlockBackend::refuse_semaphore(key)),
+            Backend::Sentinel(sentinel) => sentinel.force_release_semaphore(key).await,
+        }
+    }
+
+    /// Frees the read/write lock `key` (its writer and every reader)
+    /// whoever holds it, raises its writers' fencing counter above every
+    /// writer's token issued before, and wakes its waiters; waiting writers
+    /// keep their intents. Redlock refuses with `InvalidOptions`.
+    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.force_release_rw(key).await,
+            Backend::Memory(memory) => Ok(memory.force_release_rw(key)),
+            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
+            Backend::Sentinel(sentinel) => sentinel.force_release_rw(key).await,
+        }
+    }
+
+    /// Whether this backend holds only plain locks: Redlock, which refuses
+    /// semaphores and read/write locks.
+    pub(crate) fn holds_only_plain_locks(&self) -> bool {
+        matches!(self, Backend::Redlock(_))
+    }
+
     /// Backend keys matching the glob `pattern` (the in-memory backend
-    /// returns every held lock key: the caller filters).
+    /// returns every held lock key and every lease set with a live lease:
+    /// the caller filters).
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
         match self {
             Backend::Redis(redis) => redis.scan(pattern).await,

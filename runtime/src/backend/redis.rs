@@ -17,7 +17,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
-use super::admin::{self, Evicted, LockState, SharedState};
+use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
@@ -328,6 +328,23 @@ impl RedisBackend {
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
         let sharded = self.target.sharded_pubsub();
         admin::force_release(&mut self.commands.clone(), key, sharded)
+            .await
+            .map_err(lock_error)
+    }
+
+    pub(crate) async fn force_release_semaphore(
+        &self,
+        key: &LockKey,
+    ) -> Result<EvictedLeases, LockError> {
+        let sharded = self.target.sharded_pubsub();
+        admin::force_release_semaphore(&mut self.commands.clone(), key, sharded)
+            .await
+            .map_err(lock_error)
+    }
+
+    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
+        let sharded = self.target.sharded_pubsub();
+        admin::force_release_rw(&mut self.commands.clone(), key, sharded)
             .await
             .map_err(lock_error)
     }

@@ -30,7 +30,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::admin::{Evicted, LockState, SharedState};
+use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::connection::RedisConfig;
 use super::discovery::{SentinelCredentials, Sentinels};
 use super::switches::{self, Manager};
@@ -196,6 +196,21 @@ impl SentinelBackend {
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
         let current = self.shared.current();
         let result = current.primary.force_release(key).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn force_release_semaphore(
+        &self,
+        key: &LockKey,
+    ) -> Result<EvictedLeases, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.force_release_semaphore(key).await;
+        self.checked(&current, result)
+    }
+
+    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.force_release_rw(key).await;
         self.checked(&current, result)
     }
 

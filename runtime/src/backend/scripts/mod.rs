@@ -33,6 +33,23 @@ pub(crate) static FORCE_RELEASE: Lazy<Script> =
 pub(crate) static FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
     with_prelude(&include_str!("force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
 });
+/// Take every permit of a semaphore back whoever holds them; see
+/// `semaphore_force_release.lua`.
+pub(crate) static SEMAPHORE_FORCE_RELEASE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("semaphore_force_release.lua")));
+/// `semaphore_force_release.lua` for Redis Cluster: its message goes out by
+/// SPUBLISH.
+pub(crate) static SEMAPHORE_FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&include_str!("semaphore_force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
+/// Free a read/write lock's writer and readers whoever they are and raise
+/// its writers' fencing counter; see `rw_force_release.lua`.
+pub(crate) static RW_FORCE_RELEASE: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("rw_force_release.lua")));
+/// `rw_force_release.lua` for Redis Cluster: its messages go out by SPUBLISH.
+pub(crate) static RW_FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&include_str!("rw_force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
+});
 /// A fencing token above every earlier one of the key, also after a restart
 /// from stale data, for the current holder only; see `fence.lua`.
 pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
@@ -109,10 +126,12 @@ mod tests {
     }
 
     #[test]
-    fn the_sharded_rwlock_releases_publish_only_on_sharded_channels() {
+    fn the_sharded_shared_releases_publish_only_on_sharded_channels() {
         for (plain, publishes) in [
             (include_str!("rw_read_release.lua"), 1),
             (include_str!("rw_write_release.lua"), 2),
+            (include_str!("rw_force_release.lua"), 2),
+            (include_str!("semaphore_force_release.lua"), 1),
         ] {
             let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
             assert_eq!(plain.matches("'PUBLISH'").count(), publishes);
