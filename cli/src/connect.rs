@@ -31,6 +31,25 @@ pub struct Target {
     /// The primary Redis Sentinel names for service NAME; URLS are Sentinels.
     #[arg(long, global = true, num_args = 2, value_names = ["NAME", "URL,URL,..."], group = "deployment")]
     sentinel: Option<Vec<String>>,
+    /// Password the Sentinels ask for (their requirepass, or USER's); the
+    /// URLs' own credentials are the primary's.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        env = "DLOCK_SENTINEL_PASSWORD",
+        hide_env_values = true,
+        requires = "sentinel"
+    )]
+    sentinel_password: Option<String>,
+    /// ACL user for --sentinel-password (default: the default user).
+    #[arg(
+        long,
+        global = true,
+        value_name = "USER",
+        requires = "sentinel_password"
+    )]
+    sentinel_user: Option<String>,
     /// A Redis Cluster, through any of its nodes.
     #[arg(
         long,
@@ -53,10 +72,13 @@ impl Target {
     /// A manager connected to the chosen deployment.
     pub async fn connect(&self) -> Result<LockManager, Failure> {
         let timeout = Duration::from_millis(self.timeout);
-        let builder = LockManager::builder()
+        let mut builder = LockManager::builder()
             .namespace(self.namespace.as_str())
             .connect_timeout(timeout)
             .response_timeout(timeout);
+        if let Some(password) = &self.sentinel_password {
+            builder = builder.sentinel_credentials(self.sentinel_user.as_deref(), password);
+        }
         let manager = if let Some(urls) = &self.redlock {
             builder.redlock(urls).await?
         } else if let Some([service, urls]) = self.sentinel.as_deref() {

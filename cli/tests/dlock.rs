@@ -17,7 +17,7 @@ mod support;
 use std::time::Duration;
 
 use distributed_lock::{LockGuard, LockManager, LockOptions};
-use distributed_lock_testkit::{ExtraPort, RedisCluster, RedisServer};
+use distributed_lock_testkit::{ExtraPort, RedisCluster, RedisSentinel, RedisServer};
 use serde_json::Value;
 use support::{dlock, Holder, HOLDER_LABEL, HOLDER_NAME, HOLDER_TTL};
 
@@ -308,6 +308,43 @@ async fn bad_url_and_unreachable_server_fail_with_a_message_and_no_panic() {
     run.expect_code(2);
     let run = dlock(&["--sentinel", "mymaster"], "").await;
     run.expect_code(2);
+}
+
+/// Sentinels that ask for a password: `--sentinel-password` (or
+/// `DLOCK_SENTINEL_PASSWORD`) reaches them; without it `dlock` fails with
+/// the Sentinels' refusal, and the option alone, without `--sentinel`, is a
+/// usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_password_reaches_sentinels_that_ask_for_one() {
+    const PASSWORD: &str = "dlock-sentinel-secret";
+    let topology = RedisSentinel::start();
+    for sentinel in topology.sentinels() {
+        sentinel
+            .command(&[
+                "ACL",
+                "SETUSER",
+                "default",
+                "resetpass",
+                &format!(">{PASSWORD}"),
+            ])
+            .expect("a password on the Sentinel");
+    }
+    let urls = topology.sentinel_urls().join(",");
+    let sentinel = ["--sentinel", topology.service_name(), urls.as_str()];
+
+    let refused = dlock(&[&sentinel[..], &["ls"]].concat(), "").await;
+    refused.expect_code(3);
+    assert!(refused.stderr.contains("NOAUTH"), "{refused:#?}");
+
+    let listed = dlock(
+        &[&sentinel[..], &["--sentinel-password", PASSWORD, "ls"]].concat(),
+        "",
+    )
+    .await;
+    listed.expect_code(0);
+
+    let alone = dlock(&["--sentinel-password", PASSWORD, "ls"], "").await;
+    alone.expect_code(2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
