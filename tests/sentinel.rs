@@ -428,17 +428,7 @@ async fn replicated_acquire_refuses_a_lock_no_replica_received() {
 /// announcement and cannot ask where the primary went, as when its network
 /// to the Sentinels fails.
 async fn deaf_manager(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
-    let proxies: Vec<FaultProxy> = topology
-        .sentinels()
-        .iter()
-        .map(|sentinel| FaultProxy::start(sentinel.addr()))
-        .collect();
-    let locks = LockManager::builder()
-        .connect_timeout(TIMEOUT)
-        .response_timeout(TIMEOUT)
-        .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
-        .await
-        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));
+    let (locks, proxies) = manager_through(topology).await;
     for proxy in &proxies {
         proxy.blackhole();
     }

@@ -432,17 +432,21 @@ impl MemoryBackend {
 }
 
 impl Table {
-    /// Makes `token` the holder of `lock` until `expires`, keeping its
-    /// fencing counter.
-    fn set_holder(&mut self, lock: &str, token: &OwnerToken, expires: Instant, now: Instant) {
-        let entry = self
-            .entries
+    /// The entry of `lock`, a new one (free, counter 0) if it has none.
+    fn entry(&mut self, lock: &str, now: Instant) -> &mut Entry {
+        self.entries
             .entry(lock.to_owned())
             .or_insert_with(|| Entry {
                 holder: None,
                 fence: 0,
                 retained_until: now,
-            });
+            })
+    }
+
+    /// Makes `token` the holder of `lock` until `expires`, keeping its
+    /// fencing counter.
+    fn set_holder(&mut self, lock: &str, token: &OwnerToken, expires: Instant, now: Instant) {
+        let entry = self.entry(lock, now);
         entry.holder = Some(Held {
             token: token.clone(),
             expires,
@@ -455,14 +459,7 @@ impl Table {
         let holder = self
             .held(lock, now)
             .map(|held| held.token.as_str().to_owned());
-        let entry = self
-            .entries
-            .entry(lock.to_owned())
-            .or_insert_with(|| Entry {
-                holder: None,
-                fence: 0,
-                retained_until: now,
-            });
+        let entry = self.entry(lock, now);
         entry.holder = None;
         entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
         entry.retained_until = deadline(now, MIN_RETENTION);

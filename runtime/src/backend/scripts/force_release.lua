@@ -14,12 +14,6 @@
 -- places and take the lock in arrival order.
 local holder = redis.call('GET', KEYS[1])
 redis.call('DEL', KEYS[1])
-local clock = clock_us()
-local stored = tonumber(redis.call('GET', KEYS[2])) or 0
-local raised = stored + 1
-if clock > raised then
-  raised = clock
-end
-redis.call('SET', KEYS[2], string.format('%.0f', raised), 'PX', ARGV[1])
+local raised = raise_fence(KEYS[2], ARGV[1])
 redis.call('PUBLISH', KEYS[1], '1')
-return {holder or '', string.format('%.0f', raised)}
+return {holder or '', raised}

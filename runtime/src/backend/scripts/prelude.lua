@@ -1,6 +1,6 @@
--- Functions shared by acquire.lua, release.lua, fence.lua, the semaphore
--- scripts and the read/write lock scripts; prepended to each of them when it
--- is built, so each still runs as one atomic script.
+-- Functions shared by acquire.lua, release.lua, fence.lua, the force-release
+-- scripts, the semaphore scripts and the read/write lock scripts; prepended
+-- to each of them when it is built, so each still runs as one atomic script.
 
 -- The server's time in microseconds.
 local function clock_us()
@@ -51,4 +51,19 @@ local function expire_with_last_permit(holders_key)
   if last then
     redis.call('PEXPIREAT', holders_key, last)
   end
+end
+
+-- Raises the fencing counter at `counter_key` to max(counter + 1, server
+-- time in µs), kept for `retention_ms`: above every token issued so far, so
+-- storage that has seen it rejects an evicted holder's writes. Returns the
+-- new value as a string.
+local function raise_fence(counter_key, retention_ms)
+  local raised = (tonumber(redis.call('GET', counter_key)) or 0) + 1
+  local clock = clock_us()
+  if clock > raised then
+    raised = clock
+  end
+  local text = string.format('%.0f', raised)
+  redis.call('SET', counter_key, text, 'PX', retention_ms)
+  return text
 end

@@ -24,13 +24,7 @@ drop_expired_permits(KEYS[2])
 local readers = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 local reader_count = redis.call('ZCARD', KEYS[2])
 redis.call('DEL', KEYS[2])
-local clock = clock_us()
-local stored = tonumber(redis.call('GET', KEYS[3])) or 0
-local raised = stored + 1
-if clock > raised then
-  raised = clock
-end
-redis.call('SET', KEYS[3], string.format('%.0f', raised), 'PX', ARGV[1])
+local raised = raise_fence(KEYS[3], ARGV[1])
 redis.call('PUBLISH', KEYS[1], '*')
 redis.call('PUBLISH', KEYS[2], '1')
-return {writer or '', readers, reader_count, string.format('%.0f', raised)}
+return {writer or '', readers, reader_count, raised}
