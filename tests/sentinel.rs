@@ -584,17 +584,7 @@ async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials()
     // Found before the Sentinels ask for a password: the testkit's own
     // queries send none.
     let primary = topology.primary();
-    for sentinel in topology.sentinels() {
-        sentinel
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "default",
-                "resetpass",
-                &format!(">{PASSWORD}"),
-            ])
-            .unwrap_or_else(|err| panic!("password on Sentinel {}: {err}", sentinel.addr()));
-    }
+    topology.require_password(PASSWORD);
     let builder = || {
         LockManager::builder()
             .connect_timeout(TIMEOUT)

@@ -318,17 +318,7 @@ async fn bad_url_and_unreachable_server_fail_with_a_message_and_no_panic() {
 async fn sentinel_password_reaches_sentinels_that_ask_for_one() {
     const PASSWORD: &str = "dlock-sentinel-secret";
     let topology = RedisSentinel::start();
-    for sentinel in topology.sentinels() {
-        sentinel
-            .command(&[
-                "ACL",
-                "SETUSER",
-                "default",
-                "resetpass",
-                &format!(">{PASSWORD}"),
-            ])
-            .expect("a password on the Sentinel");
-    }
+    topology.require_password(PASSWORD);
     let urls = topology.sentinel_urls().join(",");
     let sentinel = ["--sentinel", topology.service_name(), urls.as_str()];
 

@@ -111,6 +111,23 @@ impl RedisSentinel {
         self.sentinels.iter().map(|s| &s.server).collect()
     }
 
+    /// Makes every Sentinel ask clients for `password` (the `default`
+    /// user's, set with `ACL SETUSER`) from now on, as Sentinels of managed
+    /// set-ups do. The data nodes ask for none. This type's own queries send
+    /// no password, so ask for [`primary`](Self::primary) and the like
+    /// before calling it.
+    ///
+    /// Panics if a Sentinel refuses.
+    #[track_caller]
+    pub fn require_password(&self, password: &str) {
+        let rule = format!(">{password}");
+        for sentinel in self.sentinels() {
+            sentinel
+                .command(&["ACL", "SETUSER", "default", "resetpass", &rule])
+                .unwrap_or_else(|e| panic!("password on Sentinel {}: {e}", sentinel.addr()));
+        }
+    }
+
     /// The data node that the first answering Sentinel names as primary.
     /// Right after [`start`](Self::start), [`failover`](Self::failover) and
     /// [`kill_primary`](Self::kill_primary) every Sentinel names it; while a
