@@ -2,7 +2,7 @@
 //! inspected one by one, and the JSON shapes `ls`, `show` (of each kind) and
 //! `release` print.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use clap::ValueEnum;
 use distributed_lock::{
@@ -57,12 +57,88 @@ pub enum HeldInfo {
     Semaphore(SemaphoreInfo),
 }
 
+impl HeldInfo {
+    /// The key, without namespace.
+    pub fn key(&self) -> &str {
+        match self {
+            HeldInfo::Lock(info) => &info.key,
+            HeldInfo::Rw(info) => &info.key,
+            HeldInfo::Semaphore(info) => &info.key,
+        }
+    }
+
+    /// Which of the key's locks this is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            HeldInfo::Lock(_) => Kind::Lock,
+            HeldInfo::Rw(_) => Kind::Rw,
+            HeldInfo::Semaphore(_) => Kind::Semaphore,
+        }
+    }
+
+    /// How many hold it: 1, a read/write lock's writer and readers, or a
+    /// semaphore's permits.
+    pub fn holders(&self) -> usize {
+        match self {
+            HeldInfo::Lock(_) => 1,
+            HeldInfo::Rw(info) => usize::from(info.writer.is_some()) + info.reader_count,
+            HeldInfo::Semaphore(info) => info.held,
+        }
+    }
+
+    /// The holder a one-line view shows, if its token names it, and its
+    /// lease left: a plain lock's holder; of several holders, the writer,
+    /// else the one whose lease ends first.
+    pub fn shown(&self) -> (Option<&Holder>, Option<Duration>) {
+        match self {
+            HeldInfo::Lock(info) => (info.holder.as_ref(), info.remaining),
+            HeldInfo::Rw(info) => lease_shown(info.writer.as_ref().or(info.readers.first())),
+            HeldInfo::Semaphore(info) => lease_shown(info.holders.first()),
+        }
+    }
+
+    /// The fencing counter (a read/write lock's: its writers'); `None` for
+    /// a semaphore, which has none, or when none was issued.
+    pub fn fence(&self) -> Option<u64> {
+        match self {
+            HeldInfo::Lock(info) => info.fencing_counter,
+            HeldInfo::Rw(info) => info.fencing_counter,
+            HeldInfo::Semaphore(_) => None,
+        }
+    }
+
+    /// Waiters recorded in the backend (a read/write lock's: its waiting
+    /// writers); `None` for a semaphore, whose waiters are not recorded.
+    pub fn waiters(&self) -> Option<usize> {
+        match self {
+            HeldInfo::Lock(info) => Some(info.queued_count),
+            HeldInfo::Rw(info) => Some(info.writers_waiting),
+            HeldInfo::Semaphore(_) => None,
+        }
+    }
+}
+
+/// The holder of `lease`, if its token names it, and the lease left.
+fn lease_shown(lease: Option<&LeaseInfo>) -> (Option<&Holder>, Option<Duration>) {
+    (
+        lease.and_then(|lease| lease.holder.as_ref()),
+        lease.map(|lease| lease.remaining),
+    )
+}
+
 /// The held locks of every kind whose key matches `pattern`, sorted by key
-/// then kind (at most 10 000). A lock freed between listing and inspecting
-/// is left out, and so is a kind this `dlock` does not know.
-pub async fn held_all(manager: &LockManager, pattern: &str) -> Result<Vec<HeldInfo>, LockError> {
-    let mut held = Vec::new();
-    for listed in manager.list_all(pattern).await? {
+/// then kind: at most `limit` of them are inspected; also how many more were
+/// listed. A lock freed between listing and inspecting is left out, and so
+/// is a kind this `dlock` does not know.
+pub async fn held_all(
+    manager: &LockManager,
+    pattern: &str,
+    limit: usize,
+) -> Result<(Vec<HeldInfo>, usize), LockError> {
+    let listed = manager.list_all(pattern).await?;
+    let more = listed.len().saturating_sub(limit);
+    let mut held = Vec::with_capacity(listed.len().min(limit));
+    for listed in listed.iter().take(limit) {
         let Some(kind) = Kind::of(listed.kind) else {
             continue;
         };
@@ -70,7 +146,7 @@ pub async fn held_all(manager: &LockManager, pattern: &str) -> Result<Vec<HeldIn
             held.push(info);
         }
     }
-    Ok(held)
+    Ok((held, more))
 }
 
 /// The lock of `kind` on `key`, if it is held.
@@ -94,26 +170,6 @@ async fn inspect_held(
             (info.held > 0).then_some(HeldInfo::Semaphore(info))
         }
     })
-}
-
-/// The held plain locks whose key matches `pattern`, sorted by key: at most
-/// `limit` of them are inspected; also how many more were listed. A lock
-/// freed between listing and inspecting is left out.
-pub async fn held(
-    manager: &LockManager,
-    pattern: &str,
-    limit: usize,
-) -> Result<(Vec<LockInfo>, usize), LockError> {
-    let keys = manager.list(pattern).await?;
-    let more = keys.len().saturating_sub(limit);
-    let mut held = Vec::with_capacity(keys.len().min(limit));
-    for key in keys.iter().take(limit) {
-        let info = manager.inspect(key).await?;
-        if info.held {
-            held.push(info);
-        }
-    }
-    Ok((held, more))
 }
 
 /// A holder or queued waiter, as JSON.

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use distributed_lock::{Holder, LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
+use distributed_lock::{Holder, LockManager};
 
 use crate::failure::Failure;
 use crate::format;
@@ -20,7 +20,7 @@ const COLUMNS: usize = 11;
 /// Lists the held locks of every kind matching `pattern` as a table, or as
 /// a JSON array.
 pub async fn run(manager: &LockManager, pattern: &str, json: bool) -> Result<(), Failure> {
-    let held = locks::held_all(manager, pattern).await?;
+    let (held, _) = locks::held_all(manager, pattern, usize::MAX).await?;
     let now = SystemTime::now();
     if json {
         let all: Vec<HeldJson> = held.iter().map(|info| HeldJson::new(info, now)).collect();
@@ -60,48 +60,15 @@ struct Line<'a> {
 impl<'a> Line<'a> {
     /// The line of `held`.
     fn of(held: &'a HeldInfo) -> Self {
-        match held {
-            HeldInfo::Lock(info) => Self::lock(info),
-            HeldInfo::Rw(info) => Self::rw(info),
-            HeldInfo::Semaphore(info) => Self::semaphore(info),
-        }
-    }
-
-    fn lock(info: &'a LockInfo) -> Self {
+        let (shown, remaining) = held.shown();
         Line {
-            key: &info.key,
-            kind: Kind::Lock,
-            holders: 1,
-            shown: info.holder.as_ref(),
-            remaining: info.remaining,
-            fence: info.fencing_counter,
-            waiters: Some(info.queued_count),
-        }
-    }
-
-    fn rw(info: &'a RwLockInfo) -> Self {
-        let (shown, remaining) = holder_of(info.writer.as_ref().or(info.readers.first()));
-        Line {
-            key: &info.key,
-            kind: Kind::Rw,
-            holders: usize::from(info.writer.is_some()) + info.reader_count,
+            key: held.key(),
+            kind: held.kind(),
+            holders: held.holders(),
             shown,
             remaining,
-            fence: info.fencing_counter,
-            waiters: Some(info.writers_waiting),
-        }
-    }
-
-    fn semaphore(info: &'a SemaphoreInfo) -> Self {
-        let (shown, remaining) = holder_of(info.holders.first());
-        Line {
-            key: &info.key,
-            kind: Kind::Semaphore,
-            holders: info.held,
-            shown,
-            remaining,
-            fence: None,
-            waiters: None,
+            fence: held.fence(),
+            waiters: held.waiters(),
         }
     }
 
@@ -129,14 +96,6 @@ impl<'a> Line<'a> {
                 .map_or_else(unknown, |waiters| waiters.to_string()),
         ]
     }
-}
-
-/// The holder of `lease`, if its token names it, and the lease left.
-fn holder_of(lease: Option<&LeaseInfo>) -> (Option<&Holder>, Option<Duration>) {
-    (
-        lease.and_then(|lease| lease.holder.as_ref()),
-        lease.map(|lease| lease.remaining),
-    )
 }
 
 /// `rows` under the headings, columns padded to their widest cell.

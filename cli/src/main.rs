@@ -91,9 +91,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A live view of plain locks, refreshed every second: keys with the most
-    /// waiters, the longest holds, and holders that changed or vanished
-    /// (`ls` lists read/write locks and semaphores too). Quit with q or Esc.
+    /// A live view of held locks of every kind, refreshed every second: keys
+    /// with the most waiters, the longest holds (read/write locks and
+    /// semaphores marked with their kind), and plain locks whose holder
+    /// changed or vanished. Quit with q or Esc.
     Top {
         /// Glob over keys (without namespace).
         #[arg(default_value = "*")]

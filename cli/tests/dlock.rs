@@ -372,6 +372,37 @@ async fn top_once_shows_the_contended_key_with_its_waiter() {
     waiting.abort();
 }
 
+/// `dlock top` shows read/write locks and semaphores too, each key marked
+/// with its kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_once_shows_read_write_locks_and_semaphores_with_their_kind() {
+    let server = RedisServer::start();
+    let locks = LockManager::builder()
+        .name("catalog-svc")
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let reader = locks.acquire_read("doc", LockOptions::new()).await.unwrap();
+    let permit = locks
+        .semaphore("api", 4)
+        .acquire(LockOptions::new())
+        .await
+        .unwrap();
+
+    let run = dlock(&["--url", &server.url(), "top", "--once"], "").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("2 held, 0 waiters queued"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("doc (rw)"), "{}", run.stdout);
+    assert!(run.stdout.contains("api (semaphore)"), "{}", run.stdout);
+    assert!(run.stdout.contains("catalog-svc pid"), "{}", run.stdout);
+    reader.release().await.unwrap();
+    permit.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_on_a_cluster_names_the_other_process_that_holds_each_lock() {
     let cluster = RedisCluster::start();

@@ -88,7 +88,7 @@ fn most_waiters_of(snapshot: &Snapshot) -> Table<'static> {
     hot.sort_by(|a, b| b.waiters.cmp(&a.waiters).then(b.held_for.cmp(&a.held_for)));
     let rows = hot.iter().map(|lock| {
         Row::new([
-            lock.key.clone(),
+            lock.shown_key(),
             lock.waiters.to_string(),
             held_for(lock),
             holder_of(lock),
@@ -113,7 +113,7 @@ fn longest_held_of(snapshot: &Snapshot) -> Table<'static> {
     long.sort_by_key(|lock| std::cmp::Reverse(lock.held_for));
     let rows = long.iter().map(|lock| {
         Row::new([
-            lock.key.clone(),
+            lock.shown_key(),
             held_for(lock),
             lock.remaining
                 .map_or_else(|| "-".to_owned(), format::duration),
@@ -199,6 +199,7 @@ mod tests {
     use ratatui::Terminal;
 
     use super::render;
+    use crate::locks::Kind;
     use crate::top::snapshot::{Change, ChangeKind, HeldLock, Snapshot};
     use crate::top::text_of;
 
@@ -216,6 +217,7 @@ mod tests {
     fn held(key: &str, manager: &str, held_secs: u64, waiters: usize) -> HeldLock {
         HeldLock {
             key: key.to_owned(),
+            kind: Kind::Lock,
             holder: Some(holder(manager, 4242)),
             held_for: Some(Duration::from_secs(held_secs)),
             remaining: Some(Duration::from_secs(25)),
@@ -292,6 +294,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("reports (pid 77 on web-7)"), "{text}");
+    }
+
+    #[test]
+    fn read_write_locks_and_semaphores_are_shown_with_their_kind() {
+        let mut with_shared = snapshot();
+        with_shared.locks.push(HeldLock {
+            kind: Kind::Rw,
+            ..held("doc", "catalog-svc", 9_000, 1)
+        });
+        with_shared.locks.push(HeldLock {
+            kind: Kind::Semaphore,
+            ..held("api", "payments", 8_000, 0)
+        });
+        let lines = drawn(&with_shared, 120, 30);
+        let heading = lines
+            .iter()
+            .position(|line| line.contains("Longest held"))
+            .expect("the longest-held table is drawn");
+        assert!(lines[heading + 2].contains("doc (rw)"), "{lines:#?}");
+        let text = lines.join("\n");
+        assert!(text.contains("api (semaphore)"), "{text}");
+        assert!(text.contains("5 held, 10 waiters queued"), "{text}");
     }
 
     #[test]

@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 
-use distributed_lock::{Holder, LockError, LockInfo, LockManager};
+use distributed_lock::{Holder, LockError, LockManager};
 
 use crate::format;
-use crate::locks;
+use crate::locks::{self, HeldInfo, Kind};
 
 /// Most locks inspected per refresh; the others are counted only.
 const MOST_INSPECTED: usize = 1_000;
@@ -36,33 +36,46 @@ pub struct Snapshot {
     pub problem: Option<String>,
 }
 
-/// One held lock.
+/// One held lock of any kind; of several holders (a read/write lock's
+/// writer and readers, a semaphore's permits), the writer, else the one
+/// whose lease ends first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldLock {
     /// The key, without namespace.
     pub key: String,
+    /// Which of the key's locks.
+    pub kind: Kind,
     /// Its holder, if named.
     pub holder: Option<Holder>,
     /// How long it has been held, by the holder's clock against ours.
     pub held_for: Option<Duration>,
     /// Lease left in the backend.
     pub remaining: Option<Duration>,
-    /// Waiters queued in the backend.
+    /// Waiters queued in the backend (a read/write lock's: its waiting
+    /// writers; a semaphore's are not recorded there: 0).
     pub waiters: usize,
 }
 
 impl HeldLock {
     /// The lock `info` describes, seen at `now`.
-    fn new(info: &LockInfo, now: SystemTime) -> Self {
+    fn new(info: &HeldInfo, now: SystemTime) -> Self {
+        let (holder, remaining) = info.shown();
         HeldLock {
-            key: info.key.clone(),
-            holder: info.holder.clone(),
-            held_for: info
-                .holder
-                .as_ref()
-                .map(|holder| format::since(holder.acquired_at, now)),
-            remaining: info.remaining,
-            waiters: info.queued_count,
+            key: info.key().to_owned(),
+            kind: info.kind(),
+            holder: holder.cloned(),
+            held_for: holder.map(|holder| format::since(holder.acquired_at, now)),
+            remaining,
+            waiters: info.waiters().unwrap_or(0),
+        }
+    }
+
+    /// The key as the tables show it: with its kind unless a plain lock,
+    /// e.g. `doc (rw)`.
+    pub fn shown_key(&self) -> String {
+        match self.kind {
+            Kind::Lock => self.key.clone(),
+            kind => format!("{} ({})", self.key, kind.name()),
         }
     }
 }
@@ -125,7 +138,8 @@ impl Collector {
     /// the last call.
     pub async fn collect(&mut self, manager: &LockManager) -> Result<Snapshot, LockError> {
         let started = Instant::now();
-        let (infos, not_inspected) = locks::held(manager, &self.pattern, MOST_INSPECTED).await?;
+        let (infos, not_inspected) =
+            locks::held_all(manager, &self.pattern, MOST_INSPECTED).await?;
         let now = SystemTime::now();
         let locks: Vec<HeldLock> = infos.iter().map(|info| HeldLock::new(info, now)).collect();
         if let Some((then, before)) = &self.previous {
@@ -150,9 +164,10 @@ impl Collector {
     }
 }
 
-/// What happened to the locks of `before` by `after`, `elapsed` later,
-/// noticed at `now`. Keys past `cut_after` (when the listing was cut) are
-/// not compared.
+/// What happened to the plain locks of `before` by `after`, `elapsed`
+/// later, noticed at `now`. Keys past `cut_after` (when the listing was cut)
+/// are not compared. Read/write locks and semaphores are not: their shown
+/// holder changes whenever another lease becomes the first to end.
 fn changes(
     before: &[HeldLock],
     after: &[HeldLock],
@@ -160,11 +175,13 @@ fn changes(
     now: SystemTime,
     cut_after: Option<&str>,
 ) -> Vec<Change> {
+    let plain = |lock: &&HeldLock| lock.kind == Kind::Lock;
     before
         .iter()
+        .filter(plain)
         .filter(|lock| cut_after.is_none_or(|last| lock.key.as_str() <= last))
         .filter_map(|old| {
-            let new = after.iter().find(|new| new.key == old.key);
+            let new = after.iter().filter(plain).find(|new| new.key == old.key);
             // Two unnamed holders cannot be told apart: they count as one.
             if new.is_some_and(|new| new.holder == old.holder) {
                 return None;
@@ -215,6 +232,7 @@ mod tests {
     fn lock(key: &str, holder: Holder, remaining_ms: u64) -> HeldLock {
         HeldLock {
             key: key.to_owned(),
+            kind: Kind::Lock,
             holder: Some(holder),
             held_for: None,
             remaining: Some(Duration::from_millis(remaining_ms)),
@@ -278,6 +296,24 @@ mod tests {
             Duration::ZERO,
             SystemTime::now(),
             Some("m")
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn shared_kinds_are_not_compared() {
+        let shared = |kind, manager| HeldLock {
+            kind,
+            ..lock("doc", holder(manager, 1), 20_000)
+        };
+        let before = [shared(Kind::Rw, "reader-a"), shared(Kind::Semaphore, "a")];
+        let after = [shared(Kind::Rw, "reader-b")];
+        assert!(changes(
+            &before,
+            &after,
+            Duration::from_secs(1),
+            SystemTime::now(),
+            None
         )
         .is_empty());
     }
