@@ -143,31 +143,27 @@ impl RenewalTimer {
     /// at once each cycle. Its first cycle is when the earliest of theirs
     /// was due (at once if one of them was renewing just then), so no lease
     /// is renewed later than it would have been. Each lease still ends with
-    /// its own guard, and is reported lost on its own. Leases without
-    /// renewal, ended ones, and watchdogs of another backend or ttl than the
-    /// first one's are left as they are. Returns the new watchdog, to
-    /// [`stop`](Watchdog::stop) once the set is released; `None` when fewer
-    /// than two leases could be joined.
+    /// its own guard, and is reported lost on its own. `watchdogs` are this
+    /// timer's, of leases with one ttl (as one `acquire_all` takes them);
+    /// those without renewal and ended ones are left as they are. Returns
+    /// the new watchdog, to [`stop`](Watchdog::stop) once the set is
+    /// released; `None` when fewer than two leases could be joined.
     pub(crate) fn renew_together(
         self: &Arc<Self>,
         watchdogs: &[&Arc<Watchdog>],
     ) -> Option<Arc<Watchdog>> {
-        let first = watchdogs.first()?;
         let joinable: Vec<&Arc<Watchdog>> = watchdogs
             .iter()
             .copied()
-            .filter(|watchdog| {
-                watchdog.renew
-                    && watchdog.ttl == first.ttl
-                    && Arc::ptr_eq(&watchdog.backend, &first.backend)
-            })
+            .filter(|watchdog| watchdog.renew)
             .collect();
+        let first = *joinable.first()?;
         if joinable.len() < 2 {
             return None;
         }
         let mut due = None::<Instant>;
         let mut leases = Vec::new();
-        for watchdog in joinable {
+        for watchdog in &joinable {
             let Some(was_due) = watchdog.retire() else {
                 continue;
             };

@@ -7,28 +7,27 @@
 //! the new primary knows nothing of.
 //!
 //! The tasks end once the manager is gone (checked at every message and at
-//! least every [`LIVENESS_CHECK`]). A subscription is checked with a `PING`
-//! every [`HEARTBEAT`], so one whose connection died silently (a firewall
+//! least every [`CHECK_EVERY`]). A subscription is checked with a `PING`
+//! as often, so one whose connection died silently (a firewall
 //! or NAT that dropped it, a partition) is noticed; a lost subscription is
 //! opened again after [`RESUBSCRIBE_PAUSE`], and once it is, the manager is
 //! told as for an announcement, so that a failover announced while nobody
 //! listened is caught up at once instead of at the next failed call.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::Client;
 
 /// The channel Sentinels announce a promoted replica on.
 const SWITCH_CHANNEL: &str = "+switch-master";
-/// How often a listening task checks that its manager still exists.
-const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+/// How often a listening task with no message to handle checks that its
+/// manager still exists and that its Sentinel still answers a `PING`
+/// (within twice the connect timeout; else the subscription counts as lost).
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Pause before subscribing again to a Sentinel that could not be reached
 /// or dropped the subscription.
 const RESUBSCRIBE_PAUSE: Duration = Duration::from_secs(1);
-/// How often a subscription's connection is checked with a `PING`; one not
-/// answered within twice the connect timeout counts as lost.
-const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// What a listening task learns from its manager when it calls back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,21 +116,17 @@ impl Listener {
             return Manager::Gone;
         }
         let (mut sink, mut messages) = pubsub.split();
-        let mut next_heartbeat = Instant::now() + HEARTBEAT;
         loop {
             let message = tokio::select! {
                 message = messages.next() => message,
-                () = tokio::time::sleep(LIVENESS_CHECK.min(HEARTBEAT)) => {
+                () = tokio::time::sleep(CHECK_EVERY) => {
                     if alive() == Manager::Gone {
                         return Manager::Gone;
                     }
-                    if Instant::now() >= next_heartbeat {
-                        let ping = sink.ping::<redis::Value>();
-                        if !matches!(tokio::time::timeout(answer_limit, ping).await, Ok(Ok(_))) {
-                            tracing::debug!("a Sentinel's subscription stopped answering; subscribing again");
-                            return Manager::Alive;
-                        }
-                        next_heartbeat = Instant::now() + HEARTBEAT;
+                    let ping = sink.ping::<redis::Value>();
+                    if !matches!(tokio::time::timeout(answer_limit, ping).await, Ok(Ok(_))) {
+                        tracing::debug!("a Sentinel's subscription stopped answering; subscribing again");
+                        return Manager::Alive;
                     }
                     continue;
                 }
