@@ -16,8 +16,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distributed_lock::{distributed_lock, LockError, LockManager};
-use distributed_lock_testkit::{RedisCluster, RedisSentinel, RedisServer};
+use leasehold::{distributed_lock, LockError, LockManager};
+use leasehold_testkit::{RedisCluster, RedisSentinel, RedisServer};
 use redis::aio::ConnectionLike;
 use redis::AsyncCommands;
 

@@ -29,8 +29,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
-use distributed_lock::{distributed_lock, fencing_token, transactional, LockError, LockManager};
-use distributed_lock_testkit::RedisServer;
+use leasehold::{distributed_lock, fencing_token, transactional, LockError, LockManager};
+use leasehold_testkit::RedisServer;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
@@ -318,7 +318,7 @@ struct Report {
     elapsed: Duration,
     /// The lock's lines of the service's own `/metrics`, scraped after the load.
     lock_metrics: String,
-    /// `distributed_lock_acquisitions_total` of the lock `stock:{sku}` with outcome `ok`.
+    /// `leasehold_acquisitions_total` of the lock `stock:{sku}` with outcome `ok`.
     acquired: f64,
     /// Whether `/metrics` describes the acquisitions metric (`# HELP`).
     described: bool,
@@ -398,12 +398,12 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
     server.abort();
     let lock_metrics: String = scraped
         .lines()
-        .filter(|line| line.starts_with("distributed_lock_") && !line.contains("_bucket{"))
+        .filter(|line| line.starts_with("leasehold_") && !line.contains("_bucket{"))
         .map(|line| format!("  {line}\n"))
         .collect();
     let acquired = sample(
         &scraped,
-        r#"distributed_lock_acquisitions_total{lock="stock:{sku}",kind="lock",outcome="ok"}"#,
+        r#"leasehold_acquisitions_total{lock="stock:{sku}",kind="lock",outcome="ok"}"#,
     )
     .unwrap_or(0.0);
     let (units, _) = env.shop.stock("sku-1").await?.ok_or("sku-1 is missing")?;
@@ -425,7 +425,7 @@ async fn self_test(buyers: usize, stock: i64) -> Result<Report, Box<dyn std::err
         acquired,
         described: scraped
             .lines()
-            .any(|line| line.starts_with("# HELP distributed_lock_acquisitions_total ")),
+            .any(|line| line.starts_with("# HELP leasehold_acquisitions_total ")),
     })
 }
 
@@ -528,8 +528,9 @@ mod tests {
         assert!(report.is_consistent(), "{report}");
         assert_eq!((report.sold, report.sold_out, report.stock), (50, 150, 0));
         for histogram in ["wait", "hold"] {
-            let count =
-                format!("distributed_lock_{histogram}_seconds_count{{lock=\"stock:{{sku}}\",kind=\"lock\"}}");
+            let count = format!(
+                "leasehold_{histogram}_seconds_count{{lock=\"stock:{{sku}}\",kind=\"lock\"}}"
+            );
             assert_eq!(
                 sample(&report.lock_metrics.replace("  ", ""), &count),
                 Some(200.0),

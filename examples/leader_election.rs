@@ -20,8 +20,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use distributed_lock::{LockError, LockManager, LockOptions};
-use distributed_lock_testkit::RedisServer;
+use leasehold::{LockError, LockManager, LockOptions};
+use leasehold_testkit::RedisServer;
 use tokio::sync::oneshot;
 
 /// The key the instances campaign for.

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use distributed_lock::{distributed_lock, LockError, LockManager};
-use distributed_lock_testkit::RedisServer;
+use leasehold::{distributed_lock, LockError, LockManager};
+use leasehold_testkit::RedisServer;
 
 /// Instances, and how far apart their schedules fire.
 const INSTANCES: u32 = 3;

@@ -1,12 +1,12 @@
-//! # distributed-lock
+//! # leasehold
 //!
-//! Redis distributed locks that are correct by construction. Annotate an async
+//! Redis locks for distributed services, correct by construction. Annotate an async
 //! function and its whole body runs under a lock that is taken atomically,
 //! always has a TTL, is renewed while the body runs, is released on every exit
 //! path, and can only be released by its own holder.
 //!
 //! ```no_run
-//! use distributed_lock::{distributed_lock, LockError, LockManager};
+//! use leasehold::{distributed_lock, LockError, LockManager};
 //!
 //! #[distributed_lock(key = "stock:{sku}", ttl = "30s", wait = "2s")]
 //! async fn buy(sku: &str, qty: u32) -> Result<u32, LockError> {
@@ -14,7 +14,7 @@
 //! }
 //!
 //! # async fn run() -> Result<(), LockError> {
-//! distributed_lock::install(LockManager::connect("redis://127.0.0.1:6379").await?);
+//! leasehold::install(LockManager::connect("redis://127.0.0.1:6379").await?);
 //! buy("sku-42", 1).await?;
 //! # Ok(())
 //! # }
@@ -30,11 +30,13 @@
 //! always reads the committed data.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use distributed_lock_macros::distributed_lock;
+pub use leasehold_macros::distributed_lock;
 #[cfg(feature = "sqlx")]
-pub use distributed_lock_macros::transactional;
-pub use distributed_lock_runtime::*;
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+pub use leasehold_macros::transactional;
+pub use leasehold_runtime::*;
 
 #[cfg(feature = "sqlx")]
 mod sqlx;
@@ -44,5 +46,5 @@ mod sqlx;
 pub mod __private {
     #[cfg(feature = "sqlx")]
     pub use crate::sqlx::{begin_transaction, finish_transaction};
-    pub use distributed_lock_runtime::__private::*;
+    pub use leasehold_runtime::__private::*;
 }

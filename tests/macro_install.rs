@@ -2,7 +2,7 @@
 //! after it the call runs under the installed manager. One test, because the
 //! default is process-wide.
 
-use distributed_lock::{distributed_lock, install, LockError, LockManager, LockOptions};
+use leasehold::{distributed_lock, install, LockError, LockManager, LockOptions};
 
 #[distributed_lock(key = "job:{id}")]
 async fn run_job(id: u32) -> Result<u32, LockError> {

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use distributed_lock::{distributed_lock, LockError, LockManager, LockOptions};
-use distributed_lock_testkit::RedisServer;
+use leasehold::{distributed_lock, LockError, LockManager, LockOptions};
+use leasehold_testkit::RedisServer;
 use metrics::Unit;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::{poll_async, within, NO_HANG, PROMPTLY};
@@ -119,7 +119,7 @@ async fn acquisitions_waits_holds_handoffs_and_waiters_are_labelled_by_template(
     };
     let template = [("lock", "mstock:{sku}"), ("kind", "lock")];
     let waiting = poll_async(PROMPTLY, || async {
-        value("distributed_lock_waiters", &template) == Some(1.0)
+        value("leasehold_waiters", &template) == Some(1.0)
     })
     .await;
     assert!(waiting, "the second buyer does not show as waiting");
@@ -141,21 +141,18 @@ async fn acquisitions_waits_holds_handoffs_and_waiters_are_labelled_by_template(
 
     let outcome = |outcome| {
         value(
-            "distributed_lock_acquisitions_total",
+            "leasehold_acquisitions_total",
             &[template[0], template[1], ("outcome", outcome)],
         )
     };
     assert_eq!(outcome("ok"), Some(3.0));
     assert_eq!(outcome("busy"), Some(1.0));
     assert_eq!(outcome("timeout"), Some(1.0));
-    assert_eq!(value("distributed_lock_wait_seconds", &template), Some(3.0));
-    assert_eq!(value("distributed_lock_hold_seconds", &template), Some(3.0));
-    assert_eq!(
-        value("distributed_lock_handoffs_total", &template),
-        Some(1.0)
-    );
-    assert_eq!(value("distributed_lock_waiters", &template), Some(0.0));
-    assert_eq!(value("distributed_lock_leases_lost_total", &template), None);
+    assert_eq!(value("leasehold_wait_seconds", &template), Some(3.0));
+    assert_eq!(value("leasehold_hold_seconds", &template), Some(3.0));
+    assert_eq!(value("leasehold_handoffs_total", &template), Some(1.0));
+    assert_eq!(value("leasehold_waiters", &template), Some(0.0));
+    assert_eq!(value("leasehold_leases_lost_total", &template), None);
     let labels = every_label_value();
     assert!(
         !labels
@@ -177,7 +174,7 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
     let guard = within(locks.acquire("renewing", options)).await.unwrap();
     let renewed = poll_async(NO_HANG, || async {
         value(
-            "distributed_lock_renewals_total",
+            "leasehold_renewals_total",
             &[label[0], label[1], ("outcome", "ok")],
         )
         .is_some_and(|count| count >= 2.0)
@@ -192,7 +189,7 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
         .expect("the holder learns it lost the lease");
     assert_eq!(
         value(
-            "distributed_lock_renewals_total",
+            "leasehold_renewals_total",
             &[label[0], label[1], ("outcome", "refused")]
         ),
         Some(1.0)
@@ -201,11 +198,8 @@ async fn renewals_and_a_lost_lease_are_counted_under_the_acquisitions_label() {
         within(guard.release()).await,
         Err(LockError::LeaseLost { .. })
     ));
-    assert_eq!(
-        value("distributed_lock_leases_lost_total", &label),
-        Some(1.0)
-    );
-    assert_eq!(value("distributed_lock_hold_seconds", &label), Some(1.0));
+    assert_eq!(value("leasehold_leases_lost_total", &label), Some(1.0));
+    assert_eq!(value("leasehold_hold_seconds", &label), Some(1.0));
 }
 
 /// Acquisitions, waits, waiters and holds of one lease `kind` under `lock`:
@@ -214,7 +208,7 @@ fn kind_totals(lock: &str, kind: &str) -> [Option<f64>; 6] {
     let labels = [("lock", lock), ("kind", kind)];
     let outcome = |outcome| {
         value(
-            "distributed_lock_acquisitions_total",
+            "leasehold_acquisitions_total",
             &[labels[0], labels[1], ("outcome", outcome)],
         )
     };
@@ -222,9 +216,9 @@ fn kind_totals(lock: &str, kind: &str) -> [Option<f64>; 6] {
         outcome("ok"),
         outcome("busy"),
         outcome("timeout"),
-        value("distributed_lock_wait_seconds", &labels),
-        value("distributed_lock_hold_seconds", &labels),
-        value("distributed_lock_waiters", &labels),
+        value("leasehold_wait_seconds", &labels),
+        value("leasehold_hold_seconds", &labels),
+        value("leasehold_waiters", &labels),
     ]
 }
 
@@ -295,7 +289,7 @@ async fn every_metric_is_described_and_times_are_in_seconds() {
     let guard = locks.acquire("described", options).await.unwrap();
     let renewed = poll_async(NO_HANG, || async {
         value(
-            "distributed_lock_renewals_total",
+            "leasehold_renewals_total",
             &[("lock", "described"), ("kind", "lock"), ("outcome", "ok")],
         )
         .is_some()
@@ -310,20 +304,17 @@ async fn every_metric_is_described_and_times_are_in_seconds() {
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     for name in [
-        "distributed_lock_acquisitions_total",
-        "distributed_lock_wait_seconds",
-        "distributed_lock_hold_seconds",
-        "distributed_lock_renewals_total",
+        "leasehold_acquisitions_total",
+        "leasehold_wait_seconds",
+        "leasehold_hold_seconds",
+        "leasehold_renewals_total",
     ] {
         let (_, description) = described
             .get(name)
             .unwrap_or_else(|| panic!("{name} has no description: {described:?}"));
         assert!(!description.is_empty(), "{name}");
     }
-    for histogram in [
-        "distributed_lock_wait_seconds",
-        "distributed_lock_hold_seconds",
-    ] {
+    for histogram in ["leasehold_wait_seconds", "leasehold_hold_seconds"] {
         assert_eq!(described[histogram].0, Some(Unit::Seconds), "{histogram}");
     }
 }

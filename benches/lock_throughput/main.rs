@@ -56,7 +56,7 @@ mod report;
 mod subjects;
 mod workloads;
 
-use distributed_lock_testkit::{RedisCluster, RedisServer};
+use leasehold_testkit::{RedisCluster, RedisServer};
 
 use crate::cpu::Placement;
 use crate::measure::{measure, Table, Workload};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use distributed_lock_testkit::RedisServer;
+use leasehold_testkit::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 /// Calls of one command during a run, and the time Redis spent executing

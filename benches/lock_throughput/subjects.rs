@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use distributed_lock::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
+use leasehold::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
 
 use crate::raw::{Raw, RawLock};
 use crate::redis_stats::Admin;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use distributed_lock::LockManager;
+use leasehold::LockManager;
 
 use crate::failure::Failure;
 

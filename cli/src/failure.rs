@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use distributed_lock::LockError;
+use leasehold::LockError;
 
 /// A command that did not do what it was asked.
 #[derive(Debug)]

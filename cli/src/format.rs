@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use distributed_lock::Holder;
+use leasehold::Holder;
 
 /// `duration` in at most two units: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
 pub fn duration(duration: Duration) -> String {

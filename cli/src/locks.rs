@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use clap::ValueEnum;
-use distributed_lock::{
+use leasehold::{
     Holder, LeaseInfo, LockError, LockInfo, LockKind, LockManager, RwLockInfo, SemaphoreInfo,
 };
 use serde::Serialize;

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use distributed_lock::{Holder, LockManager};
+use leasehold::{Holder, LockManager};
 
 use crate::failure::Failure;
 use crate::format;

@@ -1,8 +1,8 @@
 //! `dlock`: who holds which lock, who waits for it, and freeing a stuck one,
-//! on every deployment `distributed-lock` supports.
+//! on every deployment `leasehold` supports.
 //!
 //! This file parses the arguments and dispatches; each subcommand lives in
-//! its own module and uses only the public API of `distributed-lock`.
+//! its own module and uses only the public API of `leasehold`.
 
 mod connect;
 mod failure;
@@ -30,7 +30,7 @@ Exit codes:
   3  the lock server cannot be reached (connection, TLS, unknown Sentinel service)
   4  not done: `release` without --force, or not confirmed";
 
-/// Inspect and operate the locks of `distributed-lock` in Redis.
+/// Inspect and operate the locks of `leasehold` in Redis.
 #[derive(Debug, Parser)]
 #[command(name = "dlock", version, after_help = EXIT_CODES)]
 struct Cli {

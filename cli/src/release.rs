@@ -4,7 +4,7 @@
 use std::io::{BufRead, Write};
 use std::time::SystemTime;
 
-use distributed_lock::{
+use leasehold::{
     ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, Holder, LeaseInfo, LockManager,
 };
 use serde::Serialize;

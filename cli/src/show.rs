@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use distributed_lock::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
+use leasehold::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
 
 use crate::failure::Failure;
 use crate::format;

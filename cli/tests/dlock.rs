@@ -16,8 +16,8 @@ mod support;
 
 use std::time::Duration;
 
-use distributed_lock::{LockGuard, LockManager, LockOptions};
-use distributed_lock_testkit::{ExtraPort, RedisCluster, RedisSentinel, RedisServer};
+use leasehold::{LockGuard, LockManager, LockOptions};
+use leasehold_testkit::{ExtraPort, RedisCluster, RedisSentinel, RedisServer};
 use serde_json::Value;
 use support::{dlock, Holder, HOLDER_LABEL, HOLDER_NAME, HOLDER_TTL};
 

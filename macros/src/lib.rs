@@ -1,8 +1,8 @@
-//! The attributes of the `distributed-lock` crate: `#[distributed_lock]` and
+//! The attributes of the `leasehold` crate: `#[distributed_lock]` and
 //! `#[transactional]`.
 //!
 //! This crate only reads and rewrites syntax; it knows nothing of Redis or
-//! databases. Use the attributes through `distributed_lock`, which also
+//! databases. Use the attributes through `leasehold`, which also
 //! provides the runtime that the generated code calls.
 
 #![warn(missing_docs)]
@@ -13,10 +13,10 @@ mod transactional;
 
 use proc_macro::TokenStream;
 
-/// Runs an `async fn` while holding a distributed lock.
+/// Runs an `async fn` while holding a lock in Redis.
 ///
 /// ```no_run
-/// use distributed_lock::{distributed_lock, LockError, LockManager};
+/// use leasehold::{distributed_lock, LockError, LockManager};
 ///
 /// struct Order {
 ///     id: u64,
@@ -41,7 +41,7 @@ use proc_macro::TokenStream;
 /// only the body: the lock is released afterwards in every case.
 ///
 /// Options, all `name = value`. An option that is not written keeps the
-/// default of `distributed_lock::LockOptions::new()`, shown in brackets.
+/// default of `leasehold::LockOptions::new()`, shown in brackets.
 ///
 /// - `key = "..."` (required): text with `{param}`, `{param.field.subfield}`
 ///   or `{self.field}` placeholders, each formatted with `Display`; `{{` and
@@ -53,7 +53,7 @@ use proc_macro::TokenStream;
 ///   is a template as for `key`.
 /// - `permits = 8` (with `key`): run the body under one of this many permits
 ///   of the key's counting semaphore instead of its lock, so that at most 8
-///   calls, in every process, run at once (see `distributed_lock::Semaphore`:
+///   calls, in every process, run at once (see `leasehold::Semaphore`:
 ///   each permit has its own lease, renewed like a lock's; a smaller number
 ///   than the current holders makes new calls wait, it revokes nobody). A
 ///   whole number, at least 1. Not re-entrant: a nested call of the same
@@ -92,7 +92,7 @@ use proc_macro::TokenStream;
 ///   days; off).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
-///   installed with `distributed_lock::install`). `client = expr` is an older
+///   installed with `leasehold::install`). `client = expr` is an older
 ///   name for it.
 /// - `min_replicas = 1`: after acquiring, wait for this many replicas to
 ///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
@@ -102,7 +102,7 @@ use proc_macro::TokenStream;
 ///   `min_replicas`.
 /// - `allow_open_transaction = true|false`: accept parameters that look like
 ///   a transaction the caller opened (`false`, see below).
-/// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
+/// - `crate = path`: where `leasehold` is, if re-exported elsewhere.
 ///
 /// A parameter whose type names `Transaction`, or is a `&mut` to a type whose
 /// name ends with `Connection` (`&mut PgConnection`), is a compile error: the
@@ -120,10 +120,10 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Runs an `async fn`'s body with a database transaction (sqlx): commits when
 /// the body returns `Ok`, rolls back when it returns `Err`, panics or is
-/// cancelled. Needs the `sqlx` feature of `distributed-lock`.
+/// cancelled. Needs the `sqlx` feature of `leasehold`.
 ///
 /// ```no_run
-/// use distributed_lock::{distributed_lock, transactional, LockError, LockManager};
+/// use leasehold::{distributed_lock, transactional, LockError, LockManager};
 /// use sqlx::SqlitePool;
 ///
 /// #[derive(Debug)]
@@ -184,7 +184,7 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `begin = "..."`: the statement that opens the transaction instead of the
 ///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
 ///   read then write.
-/// - `crate = path`: where `distributed_lock` is, if re-exported elsewhere.
+/// - `crate = path`: where `leasehold` is, if re-exported elsewhere.
 #[proc_macro_attribute]
 pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {
     transactional::expand(args.into(), item.into()).into()

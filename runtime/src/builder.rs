@@ -102,6 +102,7 @@ impl LockManagerBuilder {
     /// rustls's `ring` provider as the process-wide default crypto provider,
     /// unless the application installed one before (which is then used).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: Vec<u8>) -> Self {
         self.tls.root_certificates = Some(pem);
         self

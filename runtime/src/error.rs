@@ -61,7 +61,7 @@ pub enum LockError {
         key: String,
     },
     /// No manager was installed and none was passed to the attribute.
-    #[error("no LockManager installed: call distributed_lock::install(manager) at start-up, or pass `manager = …` to #[distributed_lock]")]
+    #[error("no LockManager installed: call leasehold::install(manager) at start-up, or pass `manager = …` to #[distributed_lock]")]
     NotInstalled,
     /// The options cannot be satisfied, e.g. a zero TTL.
     #[error("invalid lock options: {0}")]

@@ -59,9 +59,9 @@ impl LockManager {
     /// number comes with the lock).
     ///
     /// ```no_run
-    /// # async fn run(locks: distributed_lock_runtime::LockManager) -> Result<(), distributed_lock_runtime::LockError> {
+    /// # async fn run(locks: leasehold_runtime::LockManager) -> Result<(), leasehold_runtime::LockError> {
     /// use std::time::Duration;
-    /// use distributed_lock_runtime::LockOptions;
+    /// use leasehold_runtime::LockOptions;
     ///
     /// let mut leadership = locks.leader("svc:orders", LockOptions::new().ttl(Duration::from_secs(10)));
     /// loop {

@@ -1,12 +1,12 @@
-//! Runtime of `distributed-lock`: Redis lock backends, guards, watchdog and lock
-//! scopes. Depend on the `distributed-lock` crate, which re-exports all of this
+//! Runtime of `leasehold`: Redis lock backends, guards, watchdog and lock
+//! scopes. Depend on the `leasehold` crate, which re-exports all of this
 //! together with the `#[distributed_lock]` attribute.
 //!
 //! # Map
 //!
 //! A call flows through these parts, each its own module:
 //!
-//! 1. **Attribute** (`distributed-lock-macros`): rewrites an annotated `async fn`
+//! 1. **Attribute** (`leasehold-macros`): rewrites an annotated `async fn`
 //!    into one call of `__private::locked(manager, key, options, body)`.
 //! 2. **`LockManager`** (`manager`): `acquire`, `try_acquire` and `with_lock`.
 //!    It looks for a re-entry first (`scope`), then makes attempts; a busy lock
@@ -42,6 +42,7 @@
 //! force release).
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod builder;

@@ -80,8 +80,8 @@ impl LockManager {
     /// settings; see [`LockManagerBuilder::redlock`].
     ///
     /// ```no_run
-    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
-    /// use distributed_lock_runtime::LockManager;
+    /// # async fn run() -> Result<(), leasehold_runtime::LockError> {
+    /// use leasehold_runtime::LockManager;
     ///
     /// let locks = LockManager::redlock([
     ///     "redis://127.0.0.1:7001",
@@ -106,8 +106,8 @@ impl LockManager {
     /// failover can do to a lock and how `LockOptions::min_replicas` prevents it.
     ///
     /// ```no_run
-    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
-    /// use distributed_lock_runtime::LockManager;
+    /// # async fn run() -> Result<(), leasehold_runtime::LockError> {
+    /// use leasehold_runtime::LockManager;
     ///
     /// let locks = LockManager::sentinel(
     ///     "mymaster",
@@ -134,8 +134,8 @@ impl LockManager {
     /// to slots and what a failover can do to a lock.
     ///
     /// ```no_run
-    /// # async fn run() -> Result<(), distributed_lock_runtime::LockError> {
-    /// use distributed_lock_runtime::LockManager;
+    /// # async fn run() -> Result<(), leasehold_runtime::LockError> {
+    /// use leasehold_runtime::LockManager;
     ///
     /// let locks = LockManager::cluster([
     ///     "redis://127.0.0.1:7000",

@@ -13,7 +13,7 @@ pub enum OnLost {
     #[default]
     Cancel,
     /// Let the body run to completion and return its result; the loss is logged
-    /// at warn level and visible through `distributed_lock::lease_lost()`.
+    /// at warn level and visible through `leasehold::lease_lost()`.
     Continue,
 }
 

@@ -93,9 +93,9 @@ impl LockManager {
     /// `InvalidOptions`.
     ///
     /// ```no_run
-    /// # async fn run(locks: distributed_lock_runtime::LockManager) -> Result<(), distributed_lock_runtime::LockError> {
+    /// # async fn run(locks: leasehold_runtime::LockManager) -> Result<(), leasehold_runtime::LockError> {
     /// use std::time::Duration;
-    /// use distributed_lock_runtime::LockOptions;
+    /// use leasehold_runtime::LockOptions;
     ///
     /// let payments = locks.semaphore("api:payments", 8);
     /// let permit = payments

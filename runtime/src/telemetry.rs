@@ -11,13 +11,13 @@
 //!
 //! | metric | type | what |
 //! | --- | --- | --- |
-//! | `distributed_lock_acquisitions_total` | counter | acquisitions by `outcome`: `ok`, `busy` (one attempt, held elsewhere), `timeout` (waited `wait` in vain), `error` |
-//! | `distributed_lock_wait_seconds` | histogram | from the call to holding the lock, for `ok` |
-//! | `distributed_lock_hold_seconds` | histogram | from holding the lock to its release (or the guard's drop) |
-//! | `distributed_lock_renewals_total` | counter | lease renewals by `outcome`: `ok`, `failed` (retried), `refused` (lost) |
-//! | `distributed_lock_leases_lost_total` | counter | leases that ended lost (expired before renewal, or taken over) |
-//! | `distributed_lock_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
-//! | `distributed_lock_waiters` | gauge | tasks of this process waiting for a lock now |
+//! | `leasehold_acquisitions_total` | counter | acquisitions by `outcome`: `ok`, `busy` (one attempt, held elsewhere), `timeout` (waited `wait` in vain), `error` |
+//! | `leasehold_wait_seconds` | histogram | from the call to holding the lock, for `ok` |
+//! | `leasehold_hold_seconds` | histogram | from holding the lock to its release (or the guard's drop) |
+//! | `leasehold_renewals_total` | counter | lease renewals by `outcome`: `ok`, `failed` (retried), `refused` (lost) |
+//! | `leasehold_leases_lost_total` | counter | leases that ended lost (expired before renewal, or taken over) |
+//! | `leasehold_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
+//! | `leasehold_waiters` | gauge | tasks of this process waiting for a lock now |
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,19 +29,19 @@ use crate::backend::KeyKind;
 use crate::{LockError, LockOptions};
 
 /// Acquisitions by outcome.
-pub(crate) const ACQUISITIONS: &str = "distributed_lock_acquisitions_total";
+pub(crate) const ACQUISITIONS: &str = "leasehold_acquisitions_total";
 /// Time from the call to holding the lock.
-pub(crate) const WAIT_SECONDS: &str = "distributed_lock_wait_seconds";
+pub(crate) const WAIT_SECONDS: &str = "leasehold_wait_seconds";
 /// Time from holding the lock to its release.
-pub(crate) const HOLD_SECONDS: &str = "distributed_lock_hold_seconds";
+pub(crate) const HOLD_SECONDS: &str = "leasehold_hold_seconds";
 /// Lease renewals by outcome.
-pub(crate) const RENEWALS: &str = "distributed_lock_renewals_total";
+pub(crate) const RENEWALS: &str = "leasehold_renewals_total";
 /// Leases that ended lost.
-pub(crate) const LEASES_LOST: &str = "distributed_lock_leases_lost_total";
+pub(crate) const LEASES_LOST: &str = "leasehold_leases_lost_total";
 /// Locks handed straight to a waiter of this process.
-pub(crate) const HANDOFFS: &str = "distributed_lock_handoffs_total";
+pub(crate) const HANDOFFS: &str = "leasehold_handoffs_total";
 /// Tasks of this process waiting for a lock now.
-pub(crate) const WAITERS: &str = "distributed_lock_waiters";
+pub(crate) const WAITERS: &str = "leasehold_waiters";
 
 /// Gives each metric above its description and unit (Prometheus `# HELP`
 /// lines, seconds for the histograms) in the `metrics` recorder installed
@@ -196,7 +196,7 @@ impl std::fmt::Display for MetricLabel {
     }
 }
 
-/// A task counted in `distributed_lock_waiters` while this lives.
+/// A task counted in `leasehold_waiters` while this lives.
 pub(crate) struct Waiting(metrics::Gauge);
 
 impl Drop for Waiting {

@@ -138,7 +138,7 @@ impl RedisClusterBuilder {
 /// unwinding after a failed assertion.
 ///
 /// ```no_run
-/// use distributed_lock_testkit::RedisCluster;
+/// use leasehold_testkit::RedisCluster;
 ///
 /// let mut cluster = RedisCluster::start();
 /// let primary = cluster.primary_for_key("{user1}.lock").unwrap();

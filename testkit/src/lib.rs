@@ -1,4 +1,4 @@
-//! Test harness for `distributed-lock`: starts and stops real `redis-server`
+//! Test harness for `leasehold`: starts and stops real `redis-server`
 //! processes on free `127.0.0.1` ports, and talks to them with a tiny blocking
 //! RESP2 client.
 //!
@@ -19,7 +19,7 @@
 //! the new one.
 //!
 //! ```
-//! use distributed_lock_testkit::{RedisServer, RespValue};
+//! use leasehold_testkit::{RedisServer, RespValue};
 //!
 //! let mut server = RedisServer::start();
 //! server.command(&["SET", "k", "v"]).unwrap();

@@ -45,7 +45,7 @@ const PROMOTABLE_WAIT: Duration = Duration::from_secs(30);
 /// Sentinels first, also during unwinding after a failed assertion.
 ///
 /// ```no_run
-/// use distributed_lock_testkit::RedisSentinel;
+/// use leasehold_testkit::RedisSentinel;
 ///
 /// let mut topology = RedisSentinel::start();
 /// let before = topology.primary().addr();

@@ -181,7 +181,7 @@ impl RedisServer {
     /// [`restart_empty`](Self::restart_empty).
     ///
     /// ```
-    /// use distributed_lock_testkit::RedisServer;
+    /// use leasehold_testkit::RedisServer;
     ///
     /// let mut server = RedisServer::start();
     /// server.command(&["SET", "k", "saved"]).unwrap();

@@ -20,7 +20,7 @@ pub struct TempDir {
 }
 
 impl TempDir {
-    /// Creates `distributed-lock-<label>-<pid>-<counter>`, distinct from
+    /// Creates `leasehold-<label>-<pid>-<counter>`, distinct from
     /// every other directory this process creates, replacing any stale
     /// directory of that name left behind by a crashed earlier process.
     ///
@@ -28,7 +28,7 @@ impl TempDir {
     /// a path separator.
     pub fn new(label: &str) -> io::Result<TempDir> {
         let name = format!(
-            "distributed-lock-{label}-{}-{}",
+            "leasehold-{label}-{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed),
         );

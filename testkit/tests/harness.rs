@@ -6,10 +6,10 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::Command;
 use std::time::Duration;
 
-use distributed_lock_testkit::{poll_until, RedisServer, RespValue};
+use leasehold_testkit::{poll_until, RedisServer, RespValue};
 
 /// Set in the environment of a child process running a test on its own.
-const CHILD_MARKER: &str = "DISTRIBUTED_LOCK_TESTKIT_CHILD";
+const CHILD_MARKER: &str = "LEASEHOLD_TESTKIT_CHILD";
 
 fn ok(value: &str) -> RespValue {
     RespValue::Simple(value.to_owned())

@@ -8,7 +8,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use distributed_lock_testkit::{poll_until, FaultProxy, RedisServer, RespValue};
+use leasehold_testkit::{poll_until, FaultProxy, RedisServer, RespValue};
 
 /// How long a silent connection must stay silent to count as blackholed.
 const SILENCE: Duration = Duration::from_millis(300);

@@ -4,7 +4,7 @@
 //! Each test starts its own topology on free 127.0.0.1 ports. Every loop is
 //! bounded in count.
 
-use distributed_lock_testkit::{
+use leasehold_testkit::{
     key_slot, RedisCluster, RedisSentinel, RedisServer, RespValue, CLUSTER_SLOTS,
 };
 

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use distributed_lock::{LockError, LockGuard};
+use leasehold::{LockError, LockGuard};
 
 /// Asserts that `result` is `Err(LockError::LeaseLost)` for `key`.
 #[track_caller]

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use distributed_lock::LockManager;
-use distributed_lock_testkit::{FaultProxy, RedisCluster, RespValue};
+use leasehold::LockManager;
+use leasehold_testkit::{FaultProxy, RedisCluster, RespValue};
 
 use super::wait::poll_async;
 

@@ -10,8 +10,7 @@
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
 /// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`. Each `NAME` must be
 /// an `async fn NAME(h: Harness)` in the module that invokes the macro.
-// Only the conformance test binaries use it; every other binary that
-// includes `support` would warn about it.
+// `metrics.rs`, which includes `support` too, does not use it.
 #[allow(unused_macros)]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {

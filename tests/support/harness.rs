@@ -7,8 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use distributed_lock::LockManager;
-use distributed_lock_testkit::RedisServer;
+use leasehold::LockManager;
+use leasehold_testkit::RedisServer;
 
 use super::cluster::{cluster_manager, cluster_namespace, shared_cluster};
 use super::options::waiting;

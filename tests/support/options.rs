@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use distributed_lock::LockOptions;
+use leasehold::LockOptions;
 
 /// A TTL so long that it cannot run out during a test: when a lock held with it
 /// becomes free, a release freed it, not expiry.

@@ -2,7 +2,7 @@
 //! seen through a lock manager from outside every lock scope of the test (so
 //! a probe never re-enters the test's own lock).
 
-use distributed_lock::LockManager;
+use leasehold::LockManager;
 
 use super::options::long;
 use super::wait::{poll_async, PROMPTLY};

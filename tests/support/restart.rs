@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use distributed_lock::{LockError, LockGuard, LockManager, LockOptions};
+use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use tokio::time::timeout;
 
 use super::options::long;

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use distributed_lock::LockManager;
-use distributed_lock_testkit::RedisSentinel;
+use leasehold::LockManager;
+use leasehold_testkit::RedisSentinel;
 
 /// The topology of the tests that hold it now; started again by the first
 /// test after it was dropped, so its processes never outlive the tests.

@@ -2,7 +2,7 @@
 //! lock keys, fencing counters, release-channel subscribers, command counts.
 //! The names follow the default namespace (`lock:<key>`, `lock-fence:<key>`).
 
-use distributed_lock_testkit::{RedisServer, RespValue};
+use leasehold_testkit::{RedisServer, RespValue};
 
 use super::wait::{poll_async, PROMPTLY};
 

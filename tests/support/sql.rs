@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use distributed_lock::LockError;
+use leasehold::LockError;
 
 use super::wait::within;
 

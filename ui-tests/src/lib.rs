@@ -1,5 +1,5 @@
 //! Compile-time tests of `#[distributed_lock]` and `#[transactional]`, run
 //! with trybuild from `tests/`. This library is empty: the crate exists so
-//! that `cargo test -p distributed-lock-ui-tests` builds only
-//! `distributed-lock` (and sqlx for the `#[transactional]` cases), not the
+//! that `cargo test -p leasehold-ui-tests` builds only
+//! `leasehold` (and sqlx for the `#[transactional]` cases), not the
 //! root crate's heavy dev-dependencies.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use distributed_lock::LockManager;
+use leasehold::LockManager;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::DefaultTerminal;
 

@@ -8,7 +8,7 @@ mod app;
 mod render;
 mod snapshot;
 
-use distributed_lock::LockManager;
+use leasehold::LockManager;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::Terminal;

@@ -194,7 +194,7 @@ fn titled(title: &'static str) -> Block<'static> {
 mod tests {
     use std::time::{Duration, SystemTime};
 
-    use distributed_lock::Holder;
+    use leasehold::Holder;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 

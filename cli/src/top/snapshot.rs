@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 
-use distributed_lock::{Holder, LockError, LockManager};
+use leasehold::{Holder, LockError, LockManager};
 
 use crate::format;
 use crate::locks::{self, HeldInfo, Kind};

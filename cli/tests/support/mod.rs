@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-use distributed_lock::{LockManager, LockOptions};
+use leasehold::{LockManager, LockOptions};
 
 /// Longest a `dlock` run or a wait for the holder process may take.
 pub const PATIENCE: Duration = Duration::from_secs(30);

@@ -88,9 +88,9 @@ fn rewrite(
     let krate_here = krate(options.crate_path.as_ref(), Span::call_site());
 
     // Mixed-site hygiene: the user's code cannot name these.
-    let key_var = Ident::new("__distributed_lock_key", Span::mixed_site());
-    let manager_var = Ident::new("__distributed_lock_manager", Span::mixed_site());
-    let return_var = Ident::new("__distributed_lock_return", Span::mixed_site());
+    let key_var = Ident::new("__leasehold_key", Span::mixed_site());
+    let manager_var = Ident::new("__leasehold_manager", Span::mixed_site());
+    let return_var = Ident::new("__leasehold_return", Span::mixed_site());
 
     let manager = match &options.manager {
         // Spanned at the user's expression: a wrong type is reported there.

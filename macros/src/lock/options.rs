@@ -131,7 +131,7 @@ pub(crate) struct Options {
     pub(crate) min_replicas: Option<(u32, Option<u64>)>,
     /// Expression giving the manager; `None` uses the installed one.
     pub(crate) manager: Option<Expr>,
-    /// Path of the `distributed_lock` crate; `None` means `::distributed_lock`.
+    /// Path of the `leasehold` crate; `None` means `::leasehold`.
     pub(crate) crate_path: Option<Path>,
     /// Accept parameters that look like a caller's open transaction (the
     /// macro's own check, off unless written).

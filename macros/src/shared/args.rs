@@ -11,7 +11,7 @@ use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
 
 use crate::shared::errors::Errors;
 
-/// `crate = path`: where `distributed_lock` is, if re-exported; both
+/// `crate = path`: where `leasehold` is, if re-exported; both
 /// attributes accept it.
 pub(crate) const CRATE: &str = "crate";
 
@@ -152,7 +152,7 @@ pub(crate) fn boolean(value: &Expr, option: &str) -> syn::Result<bool> {
     }
 }
 
-/// The value of `crate = path`: a plain path such as `my_crate::distributed_lock`.
+/// The value of `crate = path`: a plain path such as `my_crate::leasehold`.
 pub(crate) fn crate_path(value: Expr) -> syn::Result<Path> {
     match value {
         Expr::Path(ExprPath {
@@ -160,17 +160,17 @@ pub(crate) fn crate_path(value: Expr) -> syn::Result<Path> {
         }) if attrs.is_empty() && qself.is_none() => Ok(path),
         other => Err(syn::Error::new_spanned(
             other,
-            format!("`{CRATE}` takes a path, e.g. `{CRATE} = my_reexports::distributed_lock`"),
+            format!("`{CRATE}` takes a path, e.g. `{CRATE} = my_reexports::leasehold`"),
         )),
     }
 }
 
-/// The path of the `distributed_lock` crate: the one given with `crate = ...`,
-/// else `::distributed_lock` spanned at `span`.
+/// The path of the `leasehold` crate: the one given with `crate = ...`,
+/// else `::leasehold` spanned at `span`.
 pub(crate) fn krate(given: Option<&Path>, span: Span) -> TokenStream {
     match given {
         Some(path) => path.to_token_stream(),
-        None => quote_spanned!(span=> ::distributed_lock),
+        None => quote_spanned!(span=> ::leasehold),
     }
 }
 

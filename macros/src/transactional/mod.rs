@@ -61,14 +61,14 @@ fn rewrite(function: ItemFn, options: &Options, return_type: &Type) -> TokenStre
     let krate = krate(options.crate_path.as_ref(), return_span);
 
     // Mixed-site hygiene: the user's code cannot name these.
-    let transaction = Ident::new("__distributed_lock_transaction", Span::mixed_site());
-    let result = Ident::new("__distributed_lock_result", Span::mixed_site());
-    let error = Ident::new("__distributed_lock_error", Span::mixed_site());
-    let return_var = Ident::new("__distributed_lock_return", Span::mixed_site());
+    let transaction = Ident::new("__leasehold_transaction", Span::mixed_site());
+    let result = Ident::new("__leasehold_result", Span::mixed_site());
+    let error = Ident::new("__leasehold_error", Span::mixed_site());
+    let return_var = Ident::new("__leasehold_return", Span::mixed_site());
     // The argument the compiler blames for an error type without
     // `From<sqlx::Error>`: spanned at the return type, so that the error is
     // reported there. It is bound after the body, which cannot see it.
-    let outcome = Ident::new("__distributed_lock_outcome", return_span);
+    let outcome = Ident::new("__leasehold_outcome", return_span);
     let tx = &options.tx;
 
     // Spanned at the user's expression: a pool of the wrong type is reported there.

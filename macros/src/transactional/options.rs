@@ -24,7 +24,7 @@ pub(crate) struct Options {
     pub(crate) tx: Ident,
     /// The statement that opens the transaction, instead of the driver's.
     pub(crate) begin: Option<LitStr>,
-    /// Path of the `distributed_lock` crate; `None` means `::distributed_lock`.
+    /// Path of the `leasehold` crate; `None` means `::leasehold`.
     pub(crate) crate_path: Option<Path>,
 }
 

@@ -14,7 +14,7 @@ use crate::LockError;
 /// Why a TLS URL is refused when the `tls` feature is off.
 #[cfg(not(feature = "tls"))]
 const NOT_COMPILED_IN: &str =
-    "TLS (rediss://) is not compiled in; enable the `tls` feature of distributed-lock";
+    "TLS (rediss://) is not compiled in; enable the `tls` feature of leasehold";
 
 /// What the clients of one manager trust when they speak TLS.
 #[derive(Debug, Clone, Default)]
@@ -142,4 +142,24 @@ fn install_crypto_provider() {
         // Err: the application installed its own provider already, which is kept.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
+}
+
+/// With the feature, `rediss://` is tested against a TLS server in
+/// `tests/suite/tls.rs`; without it, here (`scripts/test` runs this crate's
+/// unit tests once with no feature).
+#[cfg(all(test, not(feature = "tls")))]
+mod tests {
+    use crate::{LockError, LockManager};
+
+    #[tokio::test]
+    async fn tls_url_without_the_tls_feature_names_the_feature() {
+        let refused = LockManager::connect("rediss://127.0.0.1:6379").await;
+        let Err(err @ LockError::InvalidUrl { .. }) = refused else {
+            panic!("rediss:// without the tls feature: {refused:?}");
+        };
+        assert!(
+            err.to_string().contains("enable the `tls` feature"),
+            "{err}"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! Durations that do not parse, each reported on its literal.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", ttl = "30 seconds")]
 async fn spaced() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! Wrongly typed values are each reported on the value.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(
     key = job,
@@ -7,7 +7,7 @@ use distributed_lock::{distributed_lock, LockError};
     reentrant = 1,
     on_lost = "stop",
     fenced = "always",
-    crate = "distributed_lock",
+    crate = "leasehold",
 )]
 async fn everything_wrong() -> Result<(), LockError> {
     Ok(())

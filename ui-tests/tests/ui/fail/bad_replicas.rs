@@ -1,6 +1,6 @@
 //! `min_replicas` takes a positive whole number; `replica_timeout` needs it,
 //! is at least 1ms and shorter than the ttl written next to it.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", min_replicas = 0)]
 async fn zero() -> Result<(), LockError> {

@@ -1,6 +1,6 @@
 //! Type errors in the body point at the body and the declared return type,
 //! not at the attribute.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job:{id}")]
 async fn wrong_value(id: u64) -> Result<u64, LockError> {

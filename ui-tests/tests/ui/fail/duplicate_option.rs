@@ -1,6 +1,6 @@
 //! An option given twice, under the same name or under `manager` and its
 //! older name `client`: reported on the second one.
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use leasehold::{distributed_lock, LockError, LockManager};
 
 #[distributed_lock(key = "job", ttl = "30s", wait = "1s", ttl = "1m")]
 async fn twice() -> Result<(), LockError> {

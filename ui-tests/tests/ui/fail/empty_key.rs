@@ -1,5 +1,5 @@
 //! An empty key, and an empty `{}` placeholder.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "")]
 async fn empty(id: u64) -> Result<u64, LockError> {

@@ -1,5 +1,5 @@
 //! The error type must be able to carry a `LockError`.
-use distributed_lock::distributed_lock;
+use leasehold::distributed_lock;
 
 #[derive(Debug)]
 pub struct PayError;

@@ -1,5 +1,5 @@
 //! A missing field or a value without `Display` is reported on the key.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Order {
     pub id: u64,

@@ -1,6 +1,6 @@
 //! When the attribute reports a mistake, parameters used only in the key get
 //! no "unused variable" warning on top of the error.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "stock:{sku}:{qty}", ttl = "ten")]
 async fn bad_option(sku: &str, qty: u32) -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! `keys` mistakes, each reported where it is.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(keys = [])]
 async fn no_keys() -> Result<(), LockError> {

@@ -1,6 +1,6 @@
 //! `manager` must be a `LockManager`, a reference to one, or an `Arc` of one;
 //! the error points at the expression.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Service {
     name: String,

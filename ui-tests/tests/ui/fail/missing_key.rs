@@ -1,5 +1,5 @@
 //! No `key`: reported on the attribute.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(ttl = "30s")]
 async fn no_key() -> Result<(), LockError> {

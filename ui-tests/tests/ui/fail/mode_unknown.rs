@@ -1,6 +1,6 @@
 //! `mode` takes "read" or "write": a misspelt value is reported on it,
 //! listing both.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "catalog", mode = "reed")]
 async fn show() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! Options that do not go with `mode`, each reported on its name.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "catalog", mode = "read", permits = 2)]
 async fn mode_with_permits() -> Result<(), LockError> {

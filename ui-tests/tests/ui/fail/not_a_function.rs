@@ -1,5 +1,5 @@
 //! The attribute on something other than a function.
-use distributed_lock::distributed_lock;
+use leasehold::distributed_lock;
 
 #[distributed_lock(key = "job")]
 pub struct Job;

@@ -1,5 +1,5 @@
 //! The lock needs an `async fn`.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job:{id}")]
 fn blocking(id: u64) -> Result<u64, LockError> {

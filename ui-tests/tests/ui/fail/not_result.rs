@@ -1,5 +1,5 @@
 //! No return type, or one that is not a `Result`.
-use distributed_lock::distributed_lock;
+use leasehold::distributed_lock;
 
 #[distributed_lock(key = "job:{id}")]
 async fn nothing(id: u64) {

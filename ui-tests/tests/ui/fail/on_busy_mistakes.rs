@@ -1,5 +1,5 @@
 //! `on_busy` and `hold_at_least` mistakes, each reported on its value.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", on_busy = "later")]
 async fn unknown_on_busy() -> Result<(), LockError> {

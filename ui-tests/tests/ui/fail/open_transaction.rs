@@ -1,7 +1,7 @@
 //! A locked function must not receive a transaction the caller opened: the
 //! lock would be released before the caller commits. Stand-in types shaped
 //! like sqlx's; `tests/ui/fail/sqlx/` has the same with the real ones.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 mod db {
     pub struct Transaction<'c, DB>(pub &'c mut DB);

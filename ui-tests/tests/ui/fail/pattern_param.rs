@@ -1,5 +1,5 @@
 //! A placeholder on a name bound by a destructuring parameter.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "pair:{a}")]
 async fn pair((a, b): (u32, u32)) -> Result<u32, LockError> {

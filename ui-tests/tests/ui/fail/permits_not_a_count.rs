@@ -1,5 +1,5 @@
 //! `permits` that is not a whole number of at least 1, reported on its value.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "api:payments", permits = 0)]
 async fn zero_permits() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! Options of locks that do not go with `permits`, each reported on its name.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(keys = ["a", "b"], permits = 2)]
 async fn permits_with_keys() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! `{self...}` in a function without `self`.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "account:{self.id}")]
 async fn close(id: u64) -> Result<u64, LockError> {

@@ -1,5 +1,5 @@
 //! `on_busy = "skip"` on a function whose return type cannot say "skipped".
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", on_busy = "skip")]
 async fn count() -> Result<u32, LockError> {

@@ -1,5 +1,5 @@
 //! Three mistakes in one attribute, all reported by one compile.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "user:{usr}", ttl = "ten seconds", retry = 3)]
 async fn three(user: u64) -> Result<u64, LockError> {

@@ -1,5 +1,5 @@
 //! An unclosed `{` and a stray `}` in the key.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "order:{id")]
 async fn unclosed(id: u64) -> Result<u64, LockError> {

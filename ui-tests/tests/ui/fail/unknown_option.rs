@@ -1,5 +1,5 @@
 //! Unknown options; the message lists the valid ones.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", tll = "30s")]
 async fn typo() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! A placeholder naming no parameter; the message lists the parameters.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Order {
     pub id: u64,

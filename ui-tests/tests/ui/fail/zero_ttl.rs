@@ -1,5 +1,5 @@
 //! A zero lease.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job", ttl = "0s")]
 async fn zero() -> Result<(), LockError> {

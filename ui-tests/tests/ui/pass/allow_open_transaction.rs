@@ -1,6 +1,6 @@
 //! Parameters that only look like an open transaction, and the explicit
 //! opt-out for a caller's transaction. Stand-in types shaped like sqlx's.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 mod db {
     pub struct Transaction<'c, DB>(pub &'c mut DB);

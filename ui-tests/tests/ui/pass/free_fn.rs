@@ -1,5 +1,5 @@
 //! A free function with every option spelled out.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Order {
     pub id: u64,

@@ -1,7 +1,7 @@
 //! Generics, where-clauses, lifetimes and `impl Trait` arguments.
 use std::fmt::Display;
 
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Pair<'a, K> {
     pub key: &'a K,

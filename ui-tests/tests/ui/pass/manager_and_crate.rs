@@ -2,10 +2,10 @@
 //! `client = ...`, and `crate = path`.
 use std::sync::Arc;
 
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use leasehold::{distributed_lock, LockError, LockManager};
 
 mod reexported {
-    pub use distributed_lock as locks;
+    pub use leasehold as locks;
 }
 
 pub struct Service {

@@ -1,7 +1,7 @@
 //! Methods with every receiver form, reading `{self.field}`.
 use std::sync::Arc;
 
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Account {
     id: u64,

@@ -2,7 +2,7 @@
 //! used only in the key, and every option written out.
 #![deny(warnings)]
 
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use leasehold::{distributed_lock, LockError, LockManager};
 
 #[distributed_lock(key = "stock:{sku}")]
 async fn one_line(sku: &str, qty: u32) -> Result<u32, LockError> { Ok(qty) }

@@ -2,7 +2,7 @@
 //! and `?` converting errors inside the body.
 use std::io;
 
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "file:{name}")]
 async fn read(name: &str) -> io::Result<Vec<u8>> {

@@ -1,5 +1,5 @@
 //! `mode = "read"` and `mode = "write"` run the body under a read/write lock.
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use leasehold::{distributed_lock, LockError, LockManager};
 
 struct Catalog {
     locks: LockManager,
@@ -14,7 +14,7 @@ impl Catalog {
     #[distributed_lock(key = "catalog:{id}", mode = "write", fenced = true, manager = self.locks)]
     async fn update(&self, id: u64) -> Result<u64, LockError> {
         let _ = id;
-        distributed_lock::fencing_token().await
+        leasehold::fencing_token().await
     }
 }
 

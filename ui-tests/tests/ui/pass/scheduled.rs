@@ -2,7 +2,7 @@
 //! for at least a while after they start.
 use std::io;
 
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 #[distributed_lock(key = "job:nightly", on_busy = "skip", hold_at_least = "5m")]
 pub async fn nightly() -> Result<(), LockError> {

@@ -1,5 +1,5 @@
 //! `permits`: the body runs under one of N permits of the key's semaphore.
-use distributed_lock::{distributed_lock, LockError, LockManager};
+use leasehold::{distributed_lock, LockError, LockManager};
 
 #[distributed_lock(key = "api:payments", permits = 8, ttl = "10s", wait = "5s")]
 pub async fn pay(amount: u64) -> Result<u64, LockError> {

@@ -1,5 +1,5 @@
 //! `keys`: several key templates, from parameters and their fields.
-use distributed_lock::{distributed_lock, LockError};
+use leasehold::{distributed_lock, LockError};
 
 pub struct Account {
     pub id: u64,

@@ -1,5 +1,5 @@
 //! The lint with sqlx's own types, also when stacked with `#[transactional]`.
-use distributed_lock::{distributed_lock, transactional, LockError};
+use leasehold::{distributed_lock, transactional, LockError};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 
 #[derive(Debug)]

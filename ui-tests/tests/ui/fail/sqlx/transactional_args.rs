@@ -1,7 +1,7 @@
 //! Mistakes in `#[transactional(...)]` and in the function it annotates; a
 //! pool parameter used only in the attribute draws no "unused variable"
 //! warning on top of them.
-use distributed_lock::transactional;
+use leasehold::transactional;
 use sqlx::SqlitePool;
 
 #[transactional]

@@ -1,6 +1,6 @@
 //! Type errors around `#[transactional]` point at the user's code: the error
 //! type, the pool expression, and an attempt to end the transaction early.
-use distributed_lock::{transactional, LockManager};
+use leasehold::{transactional, LockManager};
 use sqlx::SqlitePool;
 
 #[derive(Debug)]

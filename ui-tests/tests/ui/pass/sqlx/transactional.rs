@@ -7,11 +7,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use distributed_lock::{distributed_lock, transactional, LockError, LockManager};
+use leasehold::{distributed_lock, transactional, LockError, LockManager};
 use sqlx::{Database, Pool, SqlitePool};
 
 mod reexported {
-    pub use distributed_lock as locks;
+    pub use leasehold as locks;
 }
 
 #[derive(Debug)]

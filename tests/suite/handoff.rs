@@ -1,0 +1,293 @@
+//! The fair hand-off on a single Redis server: waiters queue in Redis, and a
+//! release hands the lock straight to the first live one, in arrival order
+//! across processes (each manager here has its own connections, as a process
+//! would). A waiter that dies while queued, or right after being granted,
+//! holds up the key only for a short, documented time; nobody ever holds the
+//! lock twice; and the uncontended path never touches the queue.
+
+use crate::support;
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use leasehold::{LockError, LockGuard, LockManager};
+use leasehold_testkit::{FaultProxy, RedisServer};
+use support::{command_calls, connect, join_within, long, poll_async, waiting, PROMPTLY};
+use tokio::time::timeout;
+
+const KEY: &str = "handoff";
+/// Longest a waiter that died while queued, then was granted the lock,
+/// can hold up the key: its place (3 s) or the grant window (2 s), plus one
+/// refresh period (1 s) of the next waiter.
+const DEAD_WAITER_BOUND: Duration = Duration::from_secs(4);
+
+/// Waiters queued for `KEY` on `server`.
+fn queued(server: &RedisServer) -> i64 {
+    server
+        .command(&["ZCARD", &format!("lock-queue:{KEY}")])
+        .expect("ZCARD")
+        .as_integer()
+        .expect("ZCARD answers an integer")
+}
+
+/// Waits (bounded) until `n` waiters are queued for `KEY`.
+async fn until_queued(server: &RedisServer, n: i64) {
+    let reached = poll_async(PROMPTLY, || async { queued(server) >= n }).await;
+    assert!(reached, "{n} waiters never queued (now {})", queued(server));
+}
+
+/// A new server on which a manager of its own holds `KEY` with a long lease.
+async fn server_with_key_held() -> (RedisServer, LockGuard) {
+    let server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let guard = holder
+        .try_acquire(KEY, long())
+        .await
+        .unwrap()
+        .expect("a new server's key is free");
+    (server, guard)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
+    let (server, guard) = server_with_key_held().await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for arrival in 1..=4 {
+        let manager = connect(&server.url()).await;
+        let order = Arc::clone(&order);
+        waiters.push(tokio::spawn(async move {
+            let guard = manager
+                .acquire(KEY, waiting(Duration::from_secs(10)))
+                .await
+                .expect("every waiter gets the lock in turn");
+            let token = guard
+                .fencing_token()
+                .await
+                .expect("the holder gets a token");
+            order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((arrival, token));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            guard.release().await.expect("release");
+        }));
+        until_queued(&server, arrival).await;
+    }
+    guard.release().await.expect("holder releases");
+    join_within(waiters, Duration::from_secs(10), "the queued waiters").await;
+    let order = order.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let arrivals: Vec<i64> = order.iter().map(|&(arrival, _)| arrival).collect();
+    assert_eq!(arrivals, vec![1, 2, 3, 4], "served out of arrival order");
+    assert!(
+        order.windows(2).all(|pair| pair[0].1 < pair[1].1),
+        "fencing tokens do not increase along the hand-offs: {order:?}"
+    );
+    assert_eq!(queued(&server), 0, "the queue is left empty");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_lock_is_never_held_twice_and_every_task_finishes() {
+    let server = RedisServer::start();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let cycles = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let manager = connect(&server.url()).await;
+        for _ in 0..4 {
+            let (manager, inside, cycles) =
+                (manager.clone(), Arc::clone(&inside), Arc::clone(&cycles));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = manager
+                        .acquire(KEY, waiting(Duration::from_secs(20)))
+                        .await
+                        .expect("acquire");
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.expect("release");
+                    cycles.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+    }
+    join_within(tasks, Duration::from_secs(30), "12 contending tasks").await;
+    assert_eq!(cycles.load(Ordering::SeqCst), 120);
+    assert_eq!(queued(&server), 0, "the queue is left empty");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_that_misses_its_grant_message_still_gets_the_lock() {
+    let server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let waiter = connect(&server.url()).await;
+    let guard = holder
+        .try_acquire(KEY, long())
+        .await
+        .unwrap()
+        .expect("free");
+    let waiting_task = tokio::spawn(async move {
+        let guard = waiter
+            .acquire(KEY, waiting(Duration::from_secs(10)))
+            .await
+            .expect("the granted waiter confirms at its next refresh");
+        guard.release().await.expect("release");
+    });
+    until_queued(&server, 1).await;
+    server
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .expect("cut the notification connections");
+    guard.release().await.expect("holder releases");
+    join_within(
+        vec![waiting_task],
+        Duration::from_secs(3),
+        "the waiter whose grant message was lost",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter() {
+    let (server, guard) = server_with_key_held().await;
+    let proxy = FaultProxy::start(server.addr());
+    let cut_off = LockManager::builder()
+        .response_timeout(Duration::from_millis(200))
+        .connect(&proxy.url())
+        .await
+        .expect("connect through the proxy");
+    let first = tokio::spawn(async move {
+        cut_off
+            .acquire(KEY, waiting(Duration::from_secs(10)))
+            .await
+            .map(|guard| guard.key().to_owned())
+    });
+    until_queued(&server, 1).await;
+    let next = connect(&server.url()).await;
+    let second = tokio::spawn(async move {
+        let guard = next
+            .acquire(KEY, waiting(Duration::from_secs(10)))
+            .await
+            .expect("the next waiter gets the lock once the grant runs out");
+        guard.release().await.expect("release");
+    });
+    until_queued(&server, 2).await;
+    proxy.cut();
+    let released = Instant::now();
+    guard.release().await.expect("holder releases");
+    join_within(
+        vec![second],
+        DEAD_WAITER_BOUND,
+        "the waiter behind one that cannot confirm its grant",
+    )
+    .await;
+    assert!(released.elapsed() < DEAD_WAITER_BOUND);
+    let first = timeout(PROMPTLY, first)
+        .await
+        .expect("the cut-off waiter gives up")
+        .expect("waiter task");
+    assert!(
+        matches!(first, Err(LockError::Connection(_))),
+        "the cut-off waiter must not believe it holds the lock: {first:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_cycle_is_one_plain_set_and_one_release_script() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    // The first release loads the script (its EVALSHA fails with NOSCRIPT).
+    let guard = locks
+        .acquire(KEY, waiting(Duration::from_secs(1)))
+        .await
+        .expect("free");
+    guard.release().await.expect("release");
+    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    for _ in 0..20 {
+        let guard = locks
+            .acquire(KEY, waiting(Duration::from_secs(1)))
+            .await
+            .expect("free");
+        guard.release().await.expect("release");
+    }
+    for command in ["zadd", "hset", "zrange", "zrem", "publish", "time", "eval"] {
+        assert_eq!(
+            command_calls(&server, command),
+            0,
+            "an uncontended cycle ran {command}"
+        );
+    }
+    // 20 cycles: each a SET NX PX and one EVALSHA of the release script
+    // (GET, EXISTS of the queue, DEL), and no fencing token asked for.
+    for (command, calls) in [
+        ("set", 20),
+        ("evalsha", 20),
+        ("get", 20),
+        ("exists", 20),
+        ("del", 20),
+    ] {
+        assert_eq!(command_calls(&server, command), calls, "{command}");
+    }
+}
+
+/// The waiter process of the test below: queues for `KEY` and waits. Run only
+/// as a child process, which the test then kills with SIGKILL.
+#[tokio::test]
+#[ignore = "a child process of `dead_queued_waiter_holds_up_the_key_only_briefly`"]
+async fn queued_waiter_process() {
+    let Ok(url) = std::env::var("HANDOFF_CHILD_URL") else {
+        return;
+    };
+    let manager = LockManager::connect(&url).await.expect("connect");
+    let _ = manager.acquire(KEY, waiting(Duration::from_secs(60))).await;
+}
+
+/// Starts [`queued_waiter_process`] against `url`.
+fn start_queued_waiter_process(url: &str) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "handoff::queued_waiter_process",
+            "--ignored",
+            "--quiet",
+        ])
+        .env("HANDOFF_CHILD_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the waiter process")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_queued_waiter_holds_up_the_key_only_briefly() {
+    let (server, guard) = server_with_key_held().await;
+    let mut child = start_queued_waiter_process(&server.url());
+    until_queued(&server, 1).await;
+    child.kill().expect("SIGKILL the queued waiter");
+    child.wait().expect("reap it");
+
+    let live = connect(&server.url()).await;
+    let live_task = tokio::spawn(async move {
+        let guard = live
+            .acquire(KEY, waiting(Duration::from_secs(20)))
+            .await
+            .expect("the live waiter gets the lock");
+        guard.release().await.expect("release");
+    });
+    until_queued(&server, 2).await;
+    let released = Instant::now();
+    guard.release().await.expect("holder releases");
+    join_within(
+        vec![live_task],
+        DEAD_WAITER_BOUND + Duration::from_secs(1),
+        "the live waiter behind a dead one",
+    )
+    .await;
+    let waited = released.elapsed();
+    assert!(
+        waited < DEAD_WAITER_BOUND + Duration::from_secs(1),
+        "a dead waiter held up the key for {waited:?}"
+    );
+}

@@ -1,0 +1,40 @@
+//! The integration suite, in one binary as cargo's own `tests/testsuite` is:
+//! one link and one copy of `tests/support` instead of one per file, and
+//! the tests of every file run concurrently, sharing one Sentinel topology and
+//! one Redis Cluster while they overlap (see `support::sentinel` and
+//! `support::cluster`). Each file is a module named after the behaviour it
+//! covers, so `cargo test --test suite conformance::memory::` runs one
+//! file's in-memory cases.
+//!
+//! Two tests keep binaries of their own because they change process-wide
+//! state: `macro_install.rs` (the default manager) and `metrics.rs` (the
+//! metrics recorder).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cancellation;
+mod cluster;
+mod conformance;
+mod conformance_shared;
+mod failover;
+mod fencing;
+mod handoff;
+mod leader;
+mod macro_expansion;
+mod macro_runtime;
+mod multi_key;
+mod operations;
+mod partition;
+mod partition_shared;
+mod redis_backend;
+mod redlock;
+mod rwlock;
+mod scheduled;
+mod semaphore;
+mod sentinel;
+mod tls;
+mod transactional;
+mod transactional_order;
+mod transactional_postgres;
+mod waiting;

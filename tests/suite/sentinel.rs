@@ -1,0 +1,797 @@
+//! Sentinel-managed Redis under faults, against real processes (a primary, 2
+//! replicas and 3 Sentinels on 127.0.0.1): a forced failover while a lock is
+//! held and another manager waits, a crashed primary (and waiting on the
+//! promoted one), a primary turned replica answering `READONLY`, the double
+//! grants that asynchronous failover allows (a crash before replication, a
+//! replaced primary still granting) and `min_replicas` refusing them, and
+//! Sentinels that cannot be reached or do not know the service.
+//!
+//! Each test that fails over starts its own topology. Every loop is bounded
+//! in count and time; time bounds are generous and only catch hangs.
+
+use crate::support;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use leasehold::{LockError, LockGuard, LockManager, LockOptions};
+use leasehold_testkit::{poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue};
+use support::{
+    assert_granted_twice, assert_not_replicated, assert_subscribed_soon, lease_still_valid,
+    lock_value, long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
+};
+
+/// Connect and response timeouts of the managers of these tests, so that a
+/// dead node costs little.
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Bound on a manager finding the promoted primary after a failover.
+const FOLLOW: Duration = Duration::from_secs(60);
+
+/// How long a waiter may wait before the holder counts as having kept its
+/// lease across a failover: Sentinel demotes the old primary, which cuts its
+/// clients off, 8 to 20 s after the failover.
+const KEEP: Duration = Duration::from_secs(40);
+
+/// A manager on `topology`'s primary with the default namespace (so that
+/// [`lock_value`] finds its keys) and the support layer's 500 ms timeouts.
+async fn manager(topology: &RedisSentinel) -> LockManager {
+    sentinel_manager(topology, "lock").await
+}
+
+/// Runs a blocking testkit step (a failover waits for the Sentinels) without
+/// stalling the runtime's other tasks.
+fn blocking<T>(step: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(step)
+}
+
+/// Calls `attempt` every 100 ms until it returns `Some`, for at most `limit`;
+/// each call must return within [`NO_HANG`]. Every error on the way must be
+/// `LockError::Connection`, the error of a failover under way.
+async fn until_some<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, LockError>>,
+{
+    let deadline = Instant::now() + limit;
+    let rounds = limit.as_millis() / 100 + 1;
+    for _ in 0..rounds {
+        match within(attempt()).await {
+            Ok(Some(value)) => return value,
+            Ok(None) => {}
+            Err(LockError::Connection(_)) => {}
+            Err(other) => panic!("{what}: unexpected error during failover: {other:?}"),
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not done within {limit:?}");
+}
+
+/// A lease that renews every second, so a failover falls inside it.
+fn short_lease() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(3))
+}
+
+/// `SENTINEL FAILOVER` while a lock is held (and renewed) and another
+/// manager waits for it: no hang, the waiter gets the lock, and its fencing
+/// token is above the first holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forced_failover_keeps_or_reports_the_lease_and_the_waiter_gets_the_lock() {
+    let topology = RedisSentinel::start();
+    let holder = manager(&topology).await;
+    let other = manager(&topology).await;
+    let guard = holder
+        .acquire("job", short_lease())
+        .await
+        .expect("free lock");
+    let before = guard.fencing_token().await.expect("token while held");
+    let token = guard.token().to_owned();
+    assert!(
+        poll_async(NO_HANG, || async {
+            topology
+                .replicas()
+                .iter()
+                .all(|replica| lock_value(replica, "job").as_str() == Some(token.as_str()))
+        })
+        .await,
+        "the lock reached the replicas"
+    );
+    let mut waiter = tokio::spawn(async move {
+        let guard: LockGuard = until_some(KEEP + FOLLOW, "the waiter", || async {
+            other
+                .acquire("job", short_lease().wait(Duration::from_secs(5)))
+                .await
+                .map(Some)
+                .or_else(|err| match err {
+                    LockError::Timeout { .. } => Ok(None),
+                    err => Err(err),
+                })
+        })
+        .await;
+        let after = guard.fencing_token().await.expect("token while held");
+        (guard, after)
+    });
+
+    let old = topology.primary().addr();
+    let new = blocking(|| topology.failover());
+    assert_ne!(old, new);
+
+    // Either the old primary keeps the holder's renewals until Sentinel
+    // demotes it, the copy on the new primary expires and the waiter takes
+    // the lock there (the holder must then learn it lost its lease), or the
+    // holder's renewals reach the new primary in time and it keeps its lease
+    // (the waiter then gets the lock once it is released).
+    let (rival, after) = match tokio::time::timeout(KEEP, &mut waiter).await {
+        Ok(joined) => {
+            let won = joined.expect("the waiter did not panic");
+            tokio::time::timeout(FOLLOW, guard.lost())
+                .await
+                .expect("the first holder learns it lost the lease instead of hanging");
+            let released = within(guard.release()).await;
+            assert!(
+                matches!(released, Err(LockError::LeaseLost { .. })),
+                "{released:?}"
+            );
+            won
+        }
+        Err(_) => {
+            assert!(
+                lease_still_valid(&guard),
+                "the waiter has waited {KEEP:?} although the holder's lease is gone"
+            );
+            assert_eq!(
+                lock_value(topology.primary(), "job").as_str(),
+                Some(token.as_str()),
+                "the holder kept its lease on the new primary"
+            );
+            within(guard.release()).await.expect("the holder releases");
+            tokio::time::timeout(FOLLOW, waiter)
+                .await
+                .expect("the waiter gets the released lock")
+                .expect("the waiter did not panic")
+        }
+    };
+    assert!(
+        after > before,
+        "token {after} of the new holder is not above {before}: a stale holder's writes would pass"
+    );
+    assert_eq!(
+        lock_value(topology.primary(), "job").as_str(),
+        Some(rival.token()),
+        "the new primary has the waiter's lock"
+    );
+    within(rival.release()).await.expect("the waiter releases");
+}
+
+/// How soon a manager must be on the new primary after a failover that
+/// Sentinel announced: far less than the 8 to 20 s before Sentinel demotes a
+/// replaced primary that is still up, which a failed call would need.
+const ANNOUNCED: Duration = Duration::from_secs(3);
+
+/// A forced failover leaves the old primary up and taking writes until
+/// Sentinel demotes it, seconds later. The manager hears the Sentinels'
+/// `+switch-master` and locks on the new primary long before that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn manager_follows_an_announced_failover_before_the_old_primary_is_demoted() {
+    let topology = RedisSentinel::start();
+    let locks = manager(&topology).await;
+    locks
+        .try_acquire("switch", long())
+        .await
+        .unwrap()
+        .expect("free lock")
+        .release()
+        .await
+        .unwrap();
+    let old = topology.primary().addr();
+    let new = blocking(|| topology.failover());
+    assert_ne!(old, new);
+    let promoted = topology.primary();
+    assert_eq!(promoted.addr(), new);
+
+    let deadline = Instant::now() + ANNOUNCED;
+    let mut on_new_primary = false;
+    for _ in 0..ANNOUNCED.as_millis() / 50 {
+        if let Ok(Some(guard)) = within(locks.try_acquire("switch", long())).await {
+            on_new_primary = lock_value(promoted, "switch").as_str() == Some(guard.token());
+            within(guard.release()).await.ok();
+        }
+        if on_new_primary || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        on_new_primary,
+        "the manager still locks on the replaced primary {old} {ANNOUNCED:?} after the failover to {new}"
+    );
+}
+
+/// A crashed primary: typed errors within the timeouts while it is down,
+/// then the same manager locks and waits on the promoted replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_primary_gives_typed_errors_then_the_promoted_replica_serves() {
+    let mut topology = RedisSentinel::start();
+    let follower = manager(&topology).await;
+    follower
+        .acquire("before", long())
+        .await
+        .expect("lock before the crash")
+        .release()
+        .await
+        .expect("release before the crash");
+
+    let old = topology.primary().addr();
+    let killer = std::thread::spawn(move || {
+        let new = topology.kill_primary();
+        (topology, new)
+    });
+    let mut errors = 0;
+    let mut answered = 0;
+    for round in 0..300 {
+        if killer.is_finished() {
+            break;
+        }
+        let started = Instant::now();
+        let outcome = within(follower.try_acquire(&format!("during-{round}"), long())).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a call during the outage took {:?}",
+            started.elapsed()
+        );
+        match outcome {
+            Ok(Some(guard)) => {
+                answered += 1;
+                drop(guard);
+            }
+            Ok(None) => panic!("nobody else holds `during-{round}`"),
+            Err(LockError::Connection(_)) => errors += 1,
+            Err(other) => panic!("an untyped failure during the outage: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (topology, new) = killer.join().expect("the primary was killed and replaced");
+    assert_ne!(old, new);
+    assert!(
+        errors > 0,
+        "no call failed while the primary was down ({answered} answered)"
+    );
+
+    let guard = until_some(FOLLOW, "the first lock after the failover", || {
+        follower.try_acquire("after", long())
+    })
+    .await;
+    assert_eq!(
+        lock_value(topology.primary(), "after").as_str(),
+        Some(guard.token()),
+        "the same manager, not rebuilt, locks on the promoted replica"
+    );
+    within(guard.release())
+        .await
+        .expect("release on the new primary");
+
+    // Waiting works on the new primary: the waiter subscribes to the
+    // release there, and the release hands it the lock.
+    let other = manager(&topology).await;
+    let held = other.acquire("handoff", long()).await.expect("free lock");
+    let waiter = tokio::spawn(async move {
+        follower
+            .acquire("handoff", long().wait(Duration::from_secs(10)))
+            .await
+    });
+    assert_subscribed_soon(topology.primary(), "lock:handoff").await;
+    within(held.release()).await.expect("the holder releases");
+    let handed = within(waiter)
+        .await
+        .expect("the waiter did not panic")
+        .expect("the waiter gets the released lock");
+    within(handed.release()).await.expect("the waiter releases");
+}
+
+/// A primary that turns replica under the manager while keeping its
+/// connection (an operator's `REPLICAOF`, or a demotion that does not
+/// disconnect clients) refuses writes with `READONLY`: the caller gets a
+/// retryable `Connection` error naming the cause, never a server error, and
+/// the watchdog retries instead of reporting the lease lost, so a holder
+/// keeps its lease once the node is primary again within the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readonly_reply_of_a_demoted_primary_is_a_retryable_connection_error() {
+    let topology = RedisSentinel::start();
+    let manager = manager(&topology).await;
+    let held = within(manager.acquire("held", LockOptions::new().ttl(Duration::from_secs(6))))
+        .await
+        .expect("free lock");
+    let primary = topology.primary();
+    let nowhere = ExtraPort::reserve();
+    primary
+        .command(&["REPLICAOF", "127.0.0.1", &nowhere.port().to_string()])
+        .expect("REPLICAOF");
+    let refused = within(manager.try_acquire("k", long())).await;
+    // Spans the holder's first renewal (2 s into its 6 s lease).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    primary
+        .command(&["REPLICAOF", "NO", "ONE"])
+        .expect("REPLICAOF NO ONE");
+
+    match refused {
+        Err(err @ LockError::Connection(_)) => {
+            assert!(err.to_string().contains("no longer the primary"), "{err}");
+            assert!(err.is_retryable());
+        }
+        other => panic!("expected a Connection error, got {other:?}"),
+    }
+    // Past the ttl: only renewals granted after the refusals keep it.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        !held.is_lost(),
+        "a READONLY renewal counted as a lost lease"
+    );
+    assert_eq!(lock_value(primary, "held").as_str(), Some(held.token()));
+    let guard = until_some(FOLLOW, "a lock once the node is primary again", || {
+        manager.try_acquire("k", long())
+    })
+    .await;
+    within(guard.release()).await.expect("release");
+    within(held.release())
+        .await
+        .expect("the holder kept its lease");
+}
+
+/// Cuts every replica off from the primary and keeps it off (a `masterauth`
+/// the primary rejects, so each reconnection fails its handshake): from now
+/// on the primary's writes reach no replica, while Sentinel still sees the
+/// replicas as healthy and may promote one. A congested or broken
+/// replication link does the same in production.
+fn cut_replication(topology: &RedisSentinel) {
+    for replica in topology.replicas() {
+        replica
+            .command(&["CONFIG", "SET", "masterauth", "not-the-password"])
+            .expect("CONFIG SET masterauth");
+        replica
+            .command(&["CLIENT", "KILL", "TYPE", "master"])
+            .expect("CLIENT KILL TYPE master");
+    }
+    let primary = topology.primary();
+    assert!(
+        poll_until(NO_HANG, || primary
+            .command(&["INFO", "replication"])
+            .ok()
+            .and_then(|info| info
+                .as_str()
+                .map(|info| info.contains("connected_slaves:0")))
+            .unwrap_or(false)),
+        "the primary still has replicas"
+    );
+}
+
+/// The pitfall: the primary grants the lock, crashes before the grant
+/// reaches a replica, Sentinel promotes that replica and it grants the same
+/// lock again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_to_a_replica_that_missed_the_grant_grants_a_plain_lock_twice() {
+    let mut topology = RedisSentinel::start();
+    let first = manager(&topology).await;
+    cut_replication(&topology);
+    let guard = within(first.acquire("order-42", long()))
+        .await
+        .expect("the primary grants");
+
+    blocking(|| topology.kill_primary());
+    assert_eq!(
+        lock_value(topology.primary(), "order-42"),
+        RespValue::Nil,
+        "the grant never reached the promoted replica"
+    );
+    let second = manager(&topology).await;
+    let rival = within(second.try_acquire("order-42", long()))
+        .await
+        .expect("the promoted replica answers");
+
+    assert_granted_twice(&rival, &guard);
+}
+
+/// The same crash with replicated acquire: no replica acknowledged, so the
+/// grant was refused and released, and the promoted replica's holder is the
+/// only one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicated_acquire_refuses_a_lock_no_replica_received() {
+    let mut topology = RedisSentinel::start();
+    let first = manager(&topology).await;
+    cut_replication(&topology);
+    let refused = within(first.acquire(
+        "order-42",
+        long().min_replicas(1, Duration::from_millis(200)),
+    ))
+    .await;
+    assert_not_replicated(refused, "order-42");
+    assert_eq!(
+        lock_value(topology.primary(), "order-42"),
+        RespValue::Nil,
+        "released again"
+    );
+
+    blocking(|| topology.kill_primary());
+    let second = manager(&topology).await;
+    let only = within(second.try_acquire("order-42", long()))
+        .await
+        .expect("the promoted replica answers");
+    assert!(only.is_some(), "the one and only holder");
+}
+
+/// A manager whose Sentinels fall silent once it is connected (each reached
+/// through a proxy that is then blackholed): it hears no failover
+/// announcement and cannot ask where the primary went, as when its network
+/// to the Sentinels fails.
+async fn deaf_manager(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
+    let (locks, proxies) = manager_through(topology).await;
+    for proxy in &proxies {
+        proxy.blackhole();
+    }
+    (locks, proxies)
+}
+
+/// The other way a grant misses the new primary: a former primary that
+/// Sentinel has replaced but not yet turned into a replica (it does so 8 to
+/// 20 s later) still grants locks to a manager that did not hear of the
+/// failover, and the new primary grants them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
+    let topology = RedisSentinel::start();
+    let (stale, _silenced) = deaf_manager(&topology).await;
+    let old_primary = topology.primary().addr();
+    blocking(|| topology.failover());
+
+    let first = within(stale.try_acquire("order-42", long()))
+        .await
+        .expect("the replaced primary still answers")
+        .expect("and grants the lock");
+    assert!(
+        topology.replicas().iter().any(
+            |node| node.addr() == old_primary && lock_value(node, "order-42") != RespValue::Nil
+        ),
+        "the grant came from the replaced primary"
+    );
+    let fresh = manager(&topology).await;
+    let rival = within(fresh.try_acquire("order-42", long()))
+        .await
+        .expect("the new primary answers");
+
+    assert_granted_twice(&rival, &first);
+}
+
+/// The same failover with replicated acquire: the replaced primary has no
+/// replica left to acknowledge the grant, so it is refused, and the new
+/// primary's holder is the only one. Once its Sentinels answer again, the
+/// refused manager follows the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicated_acquire_is_refused_by_a_replaced_primary() {
+    let topology = RedisSentinel::start();
+    let (stale, silenced) = deaf_manager(&topology).await;
+    blocking(|| topology.failover());
+
+    let refused = within(stale.acquire(
+        "order-42",
+        long().min_replicas(1, Duration::from_millis(200)),
+    ))
+    .await;
+    assert_not_replicated(refused, "order-42");
+    for proxy in &silenced {
+        proxy.restore();
+    }
+    // A lock the manager takes lands on the new primary once it followed
+    // (one taken before is dropped, released or left to expire on the old
+    // primary); each refusal makes it ask the Sentinels again.
+    let on_new_primary =
+        |guard: &LockGuard| lock_value(topology.primary(), "moved").as_str() == Some(guard.token());
+    let moved = until_some(
+        FOLLOW,
+        "the refused manager follows the failover",
+        || async {
+            let guard = stale
+                .try_acquire("moved", long().min_replicas(1, Duration::from_millis(200)))
+                .await
+                .or_else(|err| match err {
+                    LockError::NotReplicated { .. } => Ok(None),
+                    err => Err(err),
+                })?;
+            Ok(guard.filter(on_new_primary))
+        },
+    )
+    .await;
+    within(moved.release())
+        .await
+        .expect("release on the new primary");
+    let fresh = manager(&topology).await;
+    let only =
+        within(fresh.try_acquire("order-42", long().min_replicas(1, Duration::from_secs(2))))
+            .await
+            .expect("the new primary replicates to the remaining replica");
+    assert!(only.is_some(), "the one and only holder");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_reachable_sentinel_fails_with_a_connection_error_promptly() {
+    let refusing = ExtraPort::reserve();
+    let silent_node = RedisServer::start();
+    let silent = FaultProxy::start(silent_node.addr());
+    silent.blackhole();
+    let urls = [
+        format!("redis://127.0.0.1:{}", refusing.port()),
+        silent.url(),
+    ];
+    let started = Instant::now();
+    let result = within(
+        LockManager::builder()
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+            .sentinel("testkit-primary", &urls),
+    )
+    .await;
+    match result {
+        Err(LockError::Connection(message)) => assert!(
+            message.contains("testkit-primary"),
+            "the error names the service: {message}"
+        ),
+        other => panic!("expected Connection, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?} with 500 ms timeouts",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_service_name_fails_with_an_error_naming_it() {
+    let topology = shared_sentinel();
+    let result = within(LockManager::sentinel(
+        "no-such-service",
+        topology.sentinel_urls(),
+    ))
+    .await;
+    match result {
+        Err(err @ LockError::UnknownService { .. }) => {
+            assert!(err.to_string().contains("`no-such-service`"), "{err}");
+            assert!(!err.is_retryable());
+        }
+        other => panic!("expected UnknownService, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_sentinel_list_is_rejected() {
+    let result = LockManager::sentinel("testkit-primary", Vec::<String>::new()).await;
+    assert!(
+        matches!(result, Err(LockError::InvalidOptions(_))),
+        "{result:?}"
+    );
+}
+
+/// Sentinels that ask for a password (here the `default` user's, set with
+/// `ACL SETUSER` once the topology is up): without credentials, or with
+/// wrong ones, `sentinel` fails with a connection error that names
+/// `sentinel_credentials`; with them, the manager finds the primary (which
+/// asks for none) and locks on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials() {
+    const PASSWORD: &str = "sentinel-secret";
+    let topology = RedisSentinel::start();
+    // Found before the Sentinels ask for a password: the testkit's own
+    // queries send none.
+    let primary = topology.primary();
+    topology.require_password(PASSWORD);
+    let builder = || {
+        LockManager::builder()
+            .connect_timeout(TIMEOUT)
+            .response_timeout(TIMEOUT)
+    };
+
+    for (credentials, what) in [
+        (None, "no credentials"),
+        (Some("wrong"), "a wrong password"),
+    ] {
+        let mut refused = builder();
+        if let Some(password) = credentials {
+            refused = refused.sentinel_credentials(None, password);
+        }
+        let result =
+            within(refused.sentinel(topology.service_name(), topology.sentinel_urls())).await;
+        match result {
+            Err(err @ LockError::Connection(_)) => {
+                assert!(
+                    err.to_string().contains("sentinel_credentials"),
+                    "{what}: {err}"
+                );
+            }
+            other => panic!("{what}: expected a connection error, got {other:?}"),
+        }
+    }
+
+    let locks = within(
+        builder()
+            .sentinel_credentials(Some("default"), PASSWORD)
+            .sentinel(topology.service_name(), topology.sentinel_urls()),
+    )
+    .await
+    .expect("the Sentinels answer with the password");
+    let guard = within(locks.acquire("sentinel:auth", long()))
+        .await
+        .unwrap();
+    assert!(lock_value(primary, "sentinel:auth").as_str().is_some());
+    guard.release().await.unwrap();
+}
+
+/// The ids of `sentinel`'s clients subscribed to a channel (`CLIENT
+/// LIST`): the managers' failover listeners. An id is never reused, so a
+/// subscription opened again shows up under a new one.
+fn subscriber_ids(sentinel: &RedisServer) -> Vec<u64> {
+    let list = sentinel.command(&["CLIENT", "LIST"]).unwrap();
+    let text = list.as_str().expect("CLIENT LIST is text");
+    let mut ids: Vec<u64> = text
+        .lines()
+        .filter(|client| client.split(' ').any(|field| field == "sub=1"))
+        .filter_map(|client| {
+            let id = client
+                .split(' ')
+                .find_map(|field| field.strip_prefix("id="))?;
+            id.parse().ok()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// A manager reaching `topology`'s Sentinels through one proxy each.
+async fn manager_through(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
+    let proxies: Vec<FaultProxy> = topology
+        .sentinels()
+        .iter()
+        .map(|sentinel| FaultProxy::start(sentinel.addr()))
+        .collect();
+    let locks = LockManager::builder()
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));
+    (locks, proxies)
+}
+
+/// Fails over while the manager cannot hear its Sentinels (`fault` applied
+/// to every proxy; restored `deaf_for` after the failover began), then
+/// asserts that the manager locks on the new primary within
+/// [`ANNOUNCED`] of the restore, while the old primary is still a primary:
+/// so it was not a failed call on a demoted node that moved it, but the
+/// catch-up once its subscription was back.
+async fn missed_announcement_is_caught_up(fault: impl Fn(&FaultProxy), deaf_for: Duration) {
+    let topology = RedisSentinel::start();
+    let (locks, proxies) = manager_through(&topology).await;
+    let old_primary = topology.primary();
+    let old = old_primary.addr();
+    for proxy in &proxies {
+        fault(proxy);
+    }
+    let began = Instant::now();
+    let new = blocking(|| topology.failover());
+    assert_ne!(old, new);
+    let promoted = topology.primary();
+    tokio::time::sleep(deaf_for.saturating_sub(began.elapsed())).await;
+    for proxy in &proxies {
+        proxy.restore();
+    }
+
+    let deadline = Instant::now() + ANNOUNCED;
+    let mut on_new_primary = false;
+    for _ in 0..ANNOUNCED.as_millis() / 50 {
+        if let Ok(Some(guard)) = within(locks.try_acquire("caught-up", long())).await {
+            on_new_primary = lock_value(promoted, "caught-up").as_str() == Some(guard.token());
+            within(guard.release()).await.ok();
+        }
+        if on_new_primary || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let old_role = old_primary.command(&["ROLE"]).unwrap();
+    let old_still_primary = matches!(&old_role, RespValue::Array(fields)
+        if fields.first().and_then(RespValue::as_str) == Some("master"));
+    assert!(
+        on_new_primary,
+        "the manager still locks on {old} {ANNOUNCED:?} after hearing its Sentinels again (failover to {new})"
+    );
+    assert!(
+        old_still_primary,
+        "{old} was demoted before the check ({old_role:?}): this run cannot tell a catch-up from a failed call"
+    );
+}
+
+/// A manager cut off from its Sentinels (connections closed, new ones
+/// refused) while a failover is announced subscribes again once they are
+/// back, and asks for the primary at once, so the announcement it missed
+/// does not leave it on the replaced primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_announced_while_cut_off_from_the_sentinels_is_caught_up() {
+    missed_announcement_is_caught_up(FaultProxy::cut, Duration::ZERO).await;
+}
+
+/// A manager whose subscriptions went silent (bytes vanish, no error, no
+/// end of stream) while a failover was announced subscribes again and
+/// catches up with the failover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_announced_on_a_silent_subscription_is_caught_up() {
+    missed_announcement_is_caught_up(FaultProxy::blackhole, Duration::from_secs(3)).await;
+}
+
+/// Each Sentinel's subscribed clients (see [`subscriber_ids`]).
+fn every_subscriber_id(topology: &RedisSentinel) -> Vec<Vec<u64>> {
+    topology
+        .sentinels()
+        .into_iter()
+        .map(subscriber_ids)
+        .collect()
+}
+
+/// A manager through proxies (see [`manager_through`]) once it has
+/// subscribed on every Sentinel, with the ids of those subscriptions.
+async fn subscribed_manager(
+    topology: &RedisSentinel,
+) -> (LockManager, Vec<FaultProxy>, Vec<Vec<u64>>) {
+    let (locks, proxies) = manager_through(topology).await;
+    let subscribed = poll_async(NO_HANG, || async {
+        every_subscriber_id(topology)
+            .iter()
+            .all(|ids| ids.len() == 1)
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the manager did not subscribe on every Sentinel"
+    );
+    (locks, proxies, every_subscriber_id(topology))
+}
+
+/// A subscription whose Sentinel stops answering within twice the connect
+/// timeout (here every byte is delayed 3 s, so the connection stays open
+/// and nothing fails) is noticed by its unanswered `PING` and opened again:
+/// a dead connection that no error reports cannot keep a manager deaf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unanswered_heartbeat_opens_the_subscription_again() {
+    let topology = RedisSentinel::start();
+    let (_locks, proxies, before) = subscribed_manager(&topology).await;
+    for proxy in &proxies {
+        proxy.delay(Duration::from_secs(3));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for proxy in &proxies {
+        proxy.restore();
+    }
+    let renewed = poll_async(NO_HANG, || async {
+        every_subscriber_id(&topology)
+            .iter()
+            .zip(&before)
+            .all(|(now, old)| now.len() == 1 && now != old)
+    })
+    .await;
+    assert!(
+        renewed,
+        "the subscriptions were not opened again: {before:?} then {:?}",
+        every_subscriber_id(&topology)
+    );
+}
+
+/// A healthy subscription is not opened again: over several heartbeats
+/// each Sentinel keeps the same one subscribed client, the manager's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_subscriptions_are_kept_across_heartbeats() {
+    let topology = RedisSentinel::start();
+    let (_locks, _proxies, before) = subscribed_manager(&topology).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        before,
+        every_subscriber_id(&topology),
+        "subscriptions to the Sentinels were opened again"
+    );
+}
