@@ -149,10 +149,19 @@ enum Sent {
     Again,
 }
 
-/// Sends the release of `lease` from a task on the current Tokio runtime;
-/// outside one (or while it shuts down, when the task never runs) the lock
-/// expires after its TTL, with a warning.
+/// Releases `lease` before returning where its backend needs no I/O (the
+/// in-memory table), so that a dropped guard's lock is free when `drop`
+/// returns. Otherwise sends the release from a task on the current Tokio
+/// runtime; outside one (or while it shuts down, when the task never runs)
+/// the lock expires after its TTL, with a warning.
 fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
+    let backend = lease.manager.backend();
+    if let Some(owned) = backend.end_in_place(&lease.key, &lease.token, lease.hold_left()) {
+        if sent == Sent::First {
+            let _ = settle(lease, Ok(owned));
+        }
+        return;
+    }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             let lease = Arc::clone(lease);
@@ -210,7 +219,13 @@ async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
 }
 
 async fn unlock(lease: &Lease) -> Result<(), LockError> {
-    match end_lock(lease).await {
+    settle(lease, end_lock(lease).await)
+}
+
+/// What a release's answer means for its caller: a lock no longer ours marks
+/// the lease lost; failures are logged, as the lock then expires by its TTL.
+fn settle(lease: &Lease, ended: Result<bool, LockError>) -> Result<(), LockError> {
+    match ended {
         Ok(true) => {
             tracing::debug!(key = %lease.key.user, "lock released");
             Ok(())

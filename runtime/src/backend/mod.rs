@@ -151,6 +151,25 @@ impl Backend {
         }
     }
 
+    /// Ends the lock at once where that needs no I/O (the in-memory table):
+    /// deletes it, or within `hold_left` of its `hold_at_least` sets its TTL
+    /// to that, and says whether it was still ours. `None` on the backends
+    /// whose release must travel to a server.
+    pub(crate) fn end_in_place(
+        &self,
+        key: &LockKey,
+        token: &OwnerToken,
+        hold_left: Option<Duration>,
+    ) -> Option<bool> {
+        let Backend::Memory(memory) = self else {
+            return None;
+        };
+        Some(match hold_left {
+            Some(left) => memory.renew(key, token, millis(left)),
+            None => memory.unlock(key, token),
+        })
+    }
+
     /// Extends the lease if `token` still owns the lock (or the permit of a
     /// semaphore); `Ok(false)` if it was no longer ours.
     pub(crate) async fn renew(
@@ -296,4 +315,9 @@ impl Backend {
             Backend::Sentinel(sentinel) => sentinel.watch(key).await,
         }
     }
+}
+
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
