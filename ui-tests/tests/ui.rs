@@ -14,6 +14,11 @@
 
 #[test]
 fn ui() {
+    // The cases are compiled by plain rustc, as users' code is: the
+    // workspace's `.cargo/config.toml` (which trybuild's project, under
+    // `target/`, also finds) has clippy compile its crates, and clippy prints
+    // type paths in full, unlike the snapshots. An empty value turns it off.
+    std::env::set_var("RUSTC_WORKSPACE_WRAPPER", "");
     let cases = trybuild::TestCases::new();
     cases.pass("tests/ui/pass/*.rs");
     cases.compile_fail("tests/ui/fail/*.rs");
