@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use crate::keys::KeyKind;
 use crate::lease::Lease;
 use crate::LockError;
 
@@ -77,13 +78,19 @@ pub async fn fencing_token() -> Result<u64, LockError> {
     lease.fencing_token().await
 }
 
-/// The fencing token of the lock on `key` (as given to `acquire`, without
-/// namespace) held by the running lock scope or one of its enclosing scopes;
-/// `Err(LockError::NotHeld)` when none of them holds `key`. Otherwise as
-/// [`fencing_token`].
+/// The fencing token of the plain lock on `key` (as given to `acquire`,
+/// without namespace) held by the running lock scope or one of its enclosing
+/// scopes, the innermost if several managers hold one; a read/write lock or
+/// semaphore on the same key is not that lock and is passed over.
+/// `Err(LockError::NotHeld)` when none of them holds the lock `key`.
+/// Otherwise as [`fencing_token`].
 pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
     let lease = HELD
-        .try_with(|held| held.iter().find(|lease| lease.key.user == key).cloned())
+        .try_with(|held| {
+            held.iter()
+                .find(|lease| lease.key.kind == KeyKind::Lock && lease.key.user == key)
+                .cloned()
+        })
         .ok()
         .flatten()
         .ok_or_else(|| LockError::NotHeld {

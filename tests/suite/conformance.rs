@@ -560,22 +560,27 @@ async fn reentered_lock_is_released_only_when_outermost_exits(h: Harness) {
     h.assert_freed_promptly("k").await;
 }
 
+/// The ttl of the watchdog tests: long enough that a busy machine's scheduling
+/// delays stay far inside a renewal period (ttl / 3) and the lease's safety
+/// margin, so only a watchdog that does not renew can fail them.
+pub(crate) const WATCHDOG_TTL: Duration = Duration::from_secs(1);
+
 async fn watchdog_keeps_lock_while_body_runs_three_ttls(h: Harness) {
     let manager = h.a.clone();
     let (entered, has_entered) = oneshot::channel();
     let body = tokio::spawn(async move {
-        let options = LockOptions::new().ttl(Duration::from_millis(300));
+        let options = LockOptions::new().ttl(WATCHDOG_TTL);
         manager
             .with_lock("k", options, async move {
                 entered.send(()).unwrap();
-                sleep(Duration::from_millis(900)).await;
+                sleep(3 * WATCHDOG_TTL).await;
                 lease_lost()
             })
             .await
     });
     has_entered.await.expect("body started");
     for sample in 0..5 {
-        sleep(Duration::from_millis(150)).await;
+        sleep(WATCHDOG_TTL / 2).await;
         assert!(
             h.held_elsewhere("k").await,
             "sample {sample}: lock free while its body still ran"

@@ -15,6 +15,7 @@
 //! of their own, outside every lock scope. Every loop is bounded in count
 //! and time.
 
+use crate::conformance::WATCHDOG_TTL;
 use crate::support;
 
 use std::collections::HashSet;
@@ -24,7 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leasehold::{
-    fencing_token, lease_lost, LockError, LockManager, LockOptions, Permit, WriteGuard,
+    fencing_token, fencing_token_for, lease_lost, LockError, LockManager, LockOptions, Permit,
+    WriteGuard,
 };
 use support::{
     assert_lease_lost, fixed_lease, is_owner_token, join_within, long, poll_async,
@@ -70,6 +72,7 @@ support::conformance!(
     expired_rw_leases_are_reported_lost_and_cannot_free_the_next_writers,
     lost_lease_cancels_with_read_and_with_write_bodies,
     watchdog_keeps_read_and_write_leases_across_three_ttls,
+    fencing_token_for_a_key_names_its_plain_lock_not_a_read_write_lock_on_it,
 );
 
 // ---------------------------------------------------------------------------
@@ -311,11 +314,11 @@ async fn crashed_holders_permit_comes_back_by_its_ttl_not_before(h: Harness) {
 async fn watchdog_keeps_permit_across_three_ttls(h: Harness) {
     let permit =
         h.a.semaphore("k", 1)
-            .acquire(LockOptions::new().ttl(Duration::from_millis(300)))
+            .acquire(LockOptions::new().ttl(WATCHDOG_TTL))
             .await
             .unwrap();
     for sample in 0..6 {
-        sleep(Duration::from_millis(150)).await;
+        sleep(WATCHDOG_TTL / 2).await;
         assert!(
             h.permit_held_elsewhere("k").await,
             "sample {sample}: permit free while its holder lived"
@@ -1156,7 +1159,7 @@ async fn lost_lease_cancels_with_read_and_with_write_bodies(h: Harness) {
 }
 
 async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
-    let options = LockOptions::new().ttl(Duration::from_millis(300));
+    let options = LockOptions::new().ttl(WATCHDOG_TTL);
     let (read_entered, read_has_entered) = oneshot::channel();
     let (write_entered, write_has_entered) = oneshot::channel();
     let reader = {
@@ -1165,7 +1168,7 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
             locks
                 .with_read("r", options, async move {
                     read_entered.send(()).unwrap();
-                    sleep(Duration::from_millis(900)).await;
+                    sleep(3 * WATCHDOG_TTL).await;
                     lease_lost()
                 })
                 .await
@@ -1177,7 +1180,7 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
             locks
                 .with_write("w", options, async move {
                     write_entered.send(()).unwrap();
-                    sleep(Duration::from_millis(900)).await;
+                    sleep(3 * WATCHDOG_TTL).await;
                     lease_lost()
                 })
                 .await
@@ -1186,7 +1189,7 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
     read_has_entered.await.expect("read body started");
     write_has_entered.await.expect("write body started");
     for sample in 0..5 {
-        sleep(Duration::from_millis(150)).await;
+        sleep(WATCHDOG_TTL / 2).await;
         assert!(
             h.rw_held_elsewhere("r").await,
             "sample {sample}: read lease gone while its body ran"
@@ -1206,4 +1209,43 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
             "lease_lost() true in the {kind} body although renewal kept it"
         );
     }
+}
+
+/// Issue 25: inside `with_lock("k")`, a nested `with_read("k")` made
+/// `fencing_token_for("k")` fail and a nested `with_write("k")` made it answer
+/// the write lock's counter: the lookup matched the user key alone.
+async fn fencing_token_for_a_key_names_its_plain_lock_not_a_read_write_lock_on_it(h: Harness) {
+    let locks = h.a.clone();
+    let (plain, in_read, in_write, writer) = locks
+        .clone()
+        .with_lock("k", long(), async move {
+            let plain = fencing_token_for("k").await.unwrap();
+            let in_read = locks
+                .with_read("k", long(), async { fencing_token_for("k").await })
+                .await
+                .unwrap();
+            let in_write = locks
+                .with_write("k", long(), async {
+                    (fencing_token_for("k").await, fencing_token().await)
+                })
+                .await
+                .unwrap();
+            (plain, in_read, in_write.0, in_write.1)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        in_read.unwrap(),
+        plain,
+        "inside a read lease on the same key"
+    );
+    assert_eq!(
+        in_write.unwrap(),
+        plain,
+        "inside a write lease on the same key"
+    );
+    assert!(
+        writer.is_ok(),
+        "the innermost scope's own token: {writer:?}"
+    );
 }

@@ -258,8 +258,11 @@ async fn cancelled_campaign_leaves_no_lock_behind_in_memory() {
     cancelled_campaign_leaves_no_lock_behind(Harness::memory()).await;
 }
 
-/// The lease of the lost-leadership tests: renewed every 200 ms.
-const SHORT_TTL: Duration = Duration::from_millis(600);
+/// The lease of the lost-leadership tests: renewed every 667 ms, and long
+/// enough that its safety margin (6 %, 122 ms) stays above the scheduling
+/// delays of a machine with every core busy (at 600 ms, a term on such a
+/// machine was told 64 ms after its validity ended).
+const SHORT_TTL: Duration = Duration::from_secs(2);
 
 /// A leader whose lock vanishes from Redis (deleted here; an operator's
 /// `DEL`, a failover to a replica that never had it) learns that it lost at

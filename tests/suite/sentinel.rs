@@ -795,3 +795,44 @@ async fn healthy_subscriptions_are_kept_across_heartbeats() {
         "subscriptions to the Sentinels were opened again"
     );
 }
+
+/// Issue 25: `(connect + response) * 2` and `connect * 2` overflowed and
+/// panicked the Sentinel builder with the longest timeouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durations_too_long_to_represent_saturate_on_sentinel_and_cluster() {
+    let forever = || {
+        LockManager::builder()
+            .connect_timeout(Duration::MAX)
+            .response_timeout(Duration::MAX)
+    };
+    let half_of_forever = || {
+        LockManager::builder()
+            .connect_timeout(Duration::from_secs(u64::MAX / 2))
+            .response_timeout(Duration::from_secs(u64::MAX / 2))
+    };
+    let topology = support::shared_sentinel();
+    let cluster = support::shared_cluster();
+    for builder in [forever(), half_of_forever()] {
+        let sentinel = builder
+            .clone()
+            .namespace(support::sentinel_namespace())
+            .sentinel(topology.service_name(), topology.sentinel_urls())
+            .await
+            .expect("connect through the Sentinels with unbounded timeouts");
+        let guard = sentinel
+            .acquire("k", support::long().wait(Duration::MAX))
+            .await
+            .expect("a free lock");
+        guard.release().await.expect("release");
+        let clustered = builder
+            .namespace(support::cluster_namespace())
+            .cluster(cluster.seed_urls())
+            .await
+            .expect("connect to the cluster with unbounded timeouts");
+        let guard = clustered
+            .acquire("k", support::long().wait(Duration::MAX))
+            .await
+            .expect("a free lock");
+        guard.release().await.expect("release");
+    }
+}

@@ -115,7 +115,10 @@ impl Sentinels {
     /// The longest [`primary`](Self::primary) takes: a Sentinel round trip
     /// and a `ROLE` round trip, each with its connection.
     pub(crate) fn resolve_limit(&self) -> Duration {
-        (self.config.connect_timeout + self.config.response_timeout) * 2
+        self.config
+            .connect_timeout
+            .saturating_add(self.config.response_timeout)
+            .saturating_mul(2)
     }
 
     /// Asks every Sentinel for the primary and returns the node named by

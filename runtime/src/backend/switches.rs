@@ -98,7 +98,7 @@ impl Listener {
         S: Fn() -> Manager,
         A: Fn() -> Manager,
     {
-        let answer_limit = self.connect_timeout * 2;
+        let answer_limit = self.connect_timeout.saturating_mul(2);
         let subscribe = async {
             let mut pubsub = self.sentinel.get_async_pubsub().await?;
             pubsub.subscribe(SWITCH_CHANNEL).await?;
