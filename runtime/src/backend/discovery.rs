@@ -19,7 +19,7 @@ use redis::{
 
 use super::connection::RedisConfig;
 use super::tls::TlsConfig;
-use crate::LockError;
+use crate::{redact_url, LockError};
 
 /// The credentials a Sentinel asks for (its `requirepass`, or an ACL user).
 #[derive(Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl Sentinels {
                 let settings = sentinel_settings(credentials);
                 Client::open(info.set_redis_settings(settings)).map_err(|err| {
                     LockError::InvalidUrl {
-                        url: url.clone(),
+                        url: redact_url(url),
                         reason: err.to_string(),
                     }
                 })
