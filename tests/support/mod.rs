@@ -4,6 +4,7 @@
 //!
 //! | module | for |
 //! | --- | --- |
+//! | [`acl`] | the least-privilege ACL of a service; servers, cluster users and managers under it |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
 //! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
@@ -25,6 +26,7 @@
 // test uses at all is not caught by them: `grep` under tests/.
 #![allow(dead_code, unused_imports)]
 
+pub mod acl;
 pub mod assertions;
 pub mod cancel;
 pub mod cluster;
@@ -41,6 +43,7 @@ pub mod server_state;
 pub mod sql;
 pub mod wait;
 
+pub use acl::*;
 pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
