@@ -122,6 +122,7 @@ impl From<LockError> for std::io::Error {
             }
             LockError::Tls(_) => std::io::ErrorKind::InvalidData,
             LockError::UnknownService { .. } => std::io::ErrorKind::NotFound,
+            LockError::PermissionDenied { .. } => std::io::ErrorKind::PermissionDenied,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err)

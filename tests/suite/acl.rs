@@ -78,7 +78,7 @@ async fn namespace_outside_the_key_pattern_is_told_the_key_rule() {
     let server = server_without(&[]);
     let manager = svc(&server, "elsewhere").await;
     let (rule, _) = denied(manager.try_acquire("k", long()).await);
-    assert!(rule.starts_with("`~<namespace>*`"), "{rule}");
+    assert!(rule.starts_with("`~<base>:* ~<base>-*`"), "{rule}");
 }
 
 #[tokio::test]

@@ -134,6 +134,11 @@ async fn password_from_a_file_or_the_environment_and_never_shown() {
     assert_no_password("top header", &top);
     assert!(top.stdout.contains("redis://svc:***@"), "{top:#?}");
 
+    // --help shows where the URL comes from, not what REDIS_URL holds.
+    let help = dlock_with_env(&["--help"], &[("REDIS_URL", &in_url)], "").await;
+    help.expect_code(0);
+    assert_no_password("--help", &help);
+
     let missing = dlock_with_env(&["ls", "--password-file", "/nonexistent/pw"], &[], "").await;
     missing.expect_code(2);
     assert!(missing.stderr.contains("/nonexistent/pw"), "{missing:#?}");

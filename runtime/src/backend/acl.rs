@@ -30,15 +30,22 @@ pub(super) fn permission_denied(err: &RedisError) -> Option<LockError> {
 /// The ACL rule that grants what `detail` (the server's refusal) says is missing.
 fn rule_for(detail: &str) -> String {
     if detail.contains("channel") {
-        "`&<namespace>*` (e.g. `&lock*`), the channels of the namespace".to_owned()
+        namespace_rule('&', "channels")
     } else if detail.contains("key") {
-        "`~<namespace>*` (e.g. `~lock*`), the keys of the namespace".to_owned()
+        namespace_rule('~', "keys")
     } else if let Some(command) = quoted(detail) {
         format!("`+{command}`")
     } else {
         "every command of the README's least-privilege ACL (a lock script was refused one)"
             .to_owned()
     }
+}
+
+/// The patterns (`~` keys, `&` channels) of a namespace's `what`.
+fn namespace_rule(kind: char, what: &str) -> String {
+    format!(
+        "`{kind}<base>:* {kind}<base>-*`, the {what} of the namespace `<base>:` (for `lock:`, `{kind}lock:* {kind}lock-*`; on a Redis Cluster `{kind}{{*}}lock:* {kind}{{*}}lock-*`)"
+    )
 }
 
 /// The first `'…'` of `text`: the command Redis names in a refusal.
@@ -65,15 +72,15 @@ mod tests {
         assert!(rule_for(
             "this user has no permissions to access one of the keys used as arguments"
         )
-        .starts_with("`~<namespace>*`"));
+        .starts_with("`~<base>:* ~<base>-*`"));
         assert!(rule_for(
             "this user has no permissions to access one of the channels used as arguments"
         )
-        .starts_with("`&<namespace>*`"));
+        .starts_with("`&<base>:* &<base>-*`"));
         assert!(rule_for(
             "The user executing the script can't access at least one of the keys mentioned in the command arguments"
         )
-        .starts_with("`~<namespace>*`"));
+        .starts_with("`~<base>:* ~<base>-*`"));
     }
 
     #[test]
