@@ -1,24 +1,34 @@
 //! Which deployment to connect to, from the global options, and the
 //! manager connected to it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use leasehold::LockManager;
+use leasehold::{redact_url, LockManager};
 
 use crate::failure::Failure;
+use crate::password;
 
 /// The global connection options: one deployment, its namespace and timeouts.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// One Redis server (ignored when --redlock, --sentinel or --cluster is given).
+    /// One Redis server (ignored when --redlock, --sentinel or --cluster is
+    /// given). Prefer REDIS_URL to the option, and a password from
+    /// --password-file or DLOCK_PASSWORD to one in the URL: argv is visible
+    /// to every user of the host.
     #[arg(
         long,
         global = true,
         env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
     )]
     url: String,
+    /// File holding the Redis password, for URLs without one (else the
+    /// DLOCK_PASSWORD environment variable is used, if set).
+    #[arg(long, global = true, value_name = "PATH")]
+    password_file: Option<PathBuf>,
     /// Redlock over independent masters (an odd number).
     #[arg(
         long,
@@ -79,14 +89,25 @@ impl Target {
         if let Some(password) = &self.sentinel_password {
             builder = builder.sentinel_credentials(self.sentinel_user.as_deref(), password);
         }
+        let password = password::read(self.password_file.as_deref())?;
+        let with_password = |url: &str| match &password {
+            Some(password) => password::into_url(url, password),
+            None => url.to_owned(),
+        };
         let manager = if let Some(urls) = &self.redlock {
-            builder.redlock(urls).await?
+            builder
+                .redlock(urls.iter().map(|url| with_password(url)))
+                .await?
         } else if let Some([service, urls]) = self.sentinel.as_deref() {
-            builder.sentinel(service, urls.split(',')).await?
+            builder
+                .sentinel(service, urls.split(',').map(with_password))
+                .await?
         } else if let Some(urls) = &self.cluster {
-            builder.cluster(urls).await?
+            builder
+                .cluster(urls.iter().map(|url| with_password(url)))
+                .await?
         } else {
-            builder.connect(&self.url).await?
+            builder.connect(&with_password(&self.url)).await?
         };
         Ok(manager)
     }
@@ -106,15 +127,10 @@ impl Target {
     }
 }
 
-/// `urls` with the user and password of each URL left out.
+/// `urls` (separated by `,`) with each URL's password replaced by `***`.
 fn without_password(urls: &str) -> String {
     urls.split(',')
-        .map(|url| match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                format!("{}{}", &url[..scheme + 3], &url[at + 1..])
-            }
-            _ => url.to_owned(),
-        })
+        .map(redact_url)
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -127,9 +143,10 @@ mod tests {
     fn descriptions_never_show_passwords() {
         assert_eq!(
             without_password("redis://:secret@10.0.0.1:6379/2,redis://u:p@h:1"),
-            "redis://10.0.0.1:6379/2,redis://h:1"
+            "redis://:***@10.0.0.1:6379/2,redis://u:***@h:1"
         );
         assert_eq!(without_password("redis://h:1"), "redis://h:1");
         assert_eq!(without_password("garbage@"), "garbage@");
+        assert_eq!(without_password(":secret@h:x"), ":***@h:x");
     }
 }

@@ -11,6 +11,8 @@ pub enum Failure {
     Lock(LockError),
     /// The command was declined: not forced, or not confirmed.
     NotDone(String),
+    /// An option cannot be used, e.g. an unreadable --password-file.
+    Usage(String),
     /// The terminal, stdin or stdout failed.
     Io(std::io::Error),
 }
@@ -19,7 +21,8 @@ impl Failure {
     /// The process's exit code for this failure (listed in `--help`).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Failure::Lock(LockError::InvalidUrl { .. } | LockError::InvalidOptions(_)) => 2,
+            Failure::Lock(LockError::InvalidUrl { .. } | LockError::InvalidOptions(_))
+            | Failure::Usage(_) => 2,
             Failure::Lock(
                 LockError::Connection(_) | LockError::Tls(_) | LockError::UnknownService { .. },
             ) => 3,
@@ -33,7 +36,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Lock(err) => write!(f, "{err}"),
-            Failure::NotDone(why) => f.write_str(why),
+            Failure::NotDone(why) | Failure::Usage(why) => f.write_str(why),
             Failure::Io(err) => write!(f, "terminal or standard stream failed: {err}"),
         }
     }

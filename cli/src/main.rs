@@ -9,6 +9,7 @@ mod failure;
 mod format;
 mod locks;
 mod ls;
+mod password;
 mod release;
 mod show;
 mod top;

@@ -14,6 +14,10 @@
 
 mod support;
 
+/// Secrets in `dlock`'s output and arguments (issue 27).
+#[path = "dlock/secrets.rs"]
+mod secrets;
+
 use std::time::Duration;
 
 use leasehold::{LockGuard, LockManager, LockOptions};

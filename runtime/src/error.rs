@@ -18,10 +18,20 @@ pub enum LockError {
     /// The lock server answered with an error.
     #[error("lock server returned an error: {0}")]
     Server(String),
+    /// The server's ACL refused a command, key or channel the lock needs to
+    /// the manager's Redis user.
+    #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the README's \"Least privilege\" section lists every rule a lock needs)")]
+    PermissionDenied {
+        /// What the server refused, in its words.
+        detail: String,
+        /// The ACL rule that grants it.
+        rule: String,
+    },
     /// The URL given to `LockManager::connect` could not be parsed.
     #[error("invalid Redis URL `{url}`: {reason}; expected redis://[user:pass@]host[:port][/db], or rediss://… for TLS with the `tls` feature")]
     InvalidUrl {
-        /// The URL as given.
+        /// The URL as given, its password replaced by `***`
+        /// (see [`redact_url`](crate::redact_url)).
         url: String,
         /// Why it was rejected.
         reason: String,
@@ -112,6 +122,7 @@ impl From<LockError> for std::io::Error {
             }
             LockError::Tls(_) => std::io::ErrorKind::InvalidData,
             LockError::UnknownService { .. } => std::io::ErrorKind::NotFound,
+            LockError::PermissionDenied { .. } => std::io::ErrorKind::PermissionDenied,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err)

@@ -40,6 +40,9 @@
 //! like permits and whose writer holds a lock's key, and what operators ask
 //! of a lock, a semaphore or a read/write lock (`operations`: inspect, list,
 //! force release).
+//!
+//! No password leaves the crate: every URL kept for an error, a `Debug`
+//! output or a log line is redacted first (`redact`).
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -72,6 +75,7 @@ pub mod __private {
 }
 mod multi;
 mod private;
+mod redact;
 mod rw_guard;
 mod rwlock;
 
@@ -87,6 +91,7 @@ pub use operations::{
     LockKind, RwLockInfo, SemaphoreInfo,
 };
 pub use options::{LockOptions, OnLost};
+pub use redact::redact_url;
 pub use rw_guard::{ReadGuard, WriteGuard};
 pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
 pub use semaphore::{Permit, Semaphore};

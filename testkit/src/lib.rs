@@ -10,7 +10,9 @@
 //!
 //! A [`FaultProxy`] in front of a server injects network faults for the
 //! connections made through it: cut, silent partition (blackhole) and delay.
-//! A [`TempDir`] is a scratch directory deleted on drop.
+//! A [`TempDir`] is a scratch directory deleted on drop. A server or a
+//! cluster can have a least-privilege ACL user besides the default one
+//! ([`RedisServerBuilder::acl_user`], [`RedisCluster::set_acl_user`]).
 //!
 //! Whole topologies start the same way: a [`RedisCluster`] (by default 3
 //! primaries with a replica each, formed and checked healthy) and a
@@ -30,6 +32,7 @@
 
 #![warn(missing_docs)]
 
+mod acl;
 mod cluster;
 mod ports;
 mod process;

@@ -13,6 +13,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acl;
 mod cancellation;
 mod cluster;
 mod conformance;

@@ -3,12 +3,16 @@
 //! `redis-server` of the test's own), `sentinel::NAME` (the primary of the
 //! shared Sentinel topology), `cluster::NAME` (the shared Redis Cluster) and
 //! `memory::NAME` (`LockManager::in_memory()`); see [`Harness`](super::Harness).
+//! `redis_acl::NAME` and `cluster_acl::NAME` run it again on one server and
+//! on the shared cluster as a user granted only the README's least-privilege
+//! ACL (see `acl`).
 //!
 //! Invoke it in the test file that defines the behaviours, next to them:
 //! `support::conformance!(first_behaviour, second_behaviour);`.
 
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
-/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`. Each `NAME` must be
+/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`, and as the
+/// least-privilege user, as `redis_acl::NAME` and `cluster_acl::NAME`. Each `NAME` must be
 /// an `async fn NAME(h: Harness)` in the module that invokes the macro.
 // `metrics.rs`, which includes `support` too, does not use it.
 #[allow(unused_macros)]
@@ -35,6 +39,22 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::support::Harness::cluster().await).await;
+                }
+            )*
+        }
+        mod redis_acl {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::redis_acl().await).await;
+                }
+            )*
+        }
+        mod cluster_acl {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::cluster_acl().await).await;
                 }
             )*
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use leasehold::LockManager;
 use leasehold_testkit::RedisServer;
 
+use super::acl::{acl_server, cluster_acl_manager, cluster_acl_user, ACL_PASSWORD};
 use super::cluster::{cluster_manager, cluster_namespace, shared_cluster};
 use super::options::waiting;
 use super::probes::{
@@ -44,6 +45,36 @@ impl Harness {
     /// Starts a fresh `redis-server` for this test alone and connects twice.
     pub async fn redis() -> Harness {
         Harness::on_server(RedisServer::start()).await
+    }
+
+    /// As [`redis`](Self::redis), both managers logged in as a user granted
+    /// only the service ACL of the README (see [`acl_server`]).
+    pub async fn redis_acl() -> Harness {
+        let server = acl_server();
+        let a = connect(&server.url_as("svc", ACL_PASSWORD)).await;
+        let b = connect(&server.url_as("svc", ACL_PASSWORD)).await;
+        Harness {
+            a,
+            b,
+            server: Some(server),
+            _shared: None,
+        }
+    }
+
+    /// As [`cluster`](Self::cluster), both managers logged in as a user of
+    /// this test alone granted only the service ACL of its namespace (see
+    /// [`cluster_acl_user`]).
+    pub async fn cluster_acl() -> Harness {
+        let cluster = shared_cluster();
+        let user = cluster_acl_user(&cluster);
+        let a = cluster_acl_manager(&cluster, &user).await;
+        let b = cluster_acl_manager(&cluster, &user).await;
+        Harness {
+            a,
+            b,
+            server: None,
+            _shared: Some(cluster),
+        }
     }
 
     /// Connects two managers to `server`, which the harness then owns.

@@ -1,9 +1,10 @@
 //! Helpers of the integration tests, one file per concern. The suite
-//! (`tests/suite/main.rs`) and `metrics.rs` include them with `mod support;`
-//! and import from the re-exports below.
+//! (`tests/suite/main.rs`), `metrics.rs` and `secrets.rs` include them
+//! with `mod support;` and import from the re-exports below.
 //!
 //! | module | for |
 //! | --- | --- |
+//! | [`acl`] | the least-privilege ACL of a service; servers, cluster users and managers under it |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
 //! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
@@ -19,12 +20,13 @@
 //! | [`cancel`] | cancelling a future at each of its `.await` points |
 //! | `sql` (feature `sqlx`) | the error type and increment race of the `#[transactional]` tests |
 
-// `metrics.rs` compiles its own copy of this module and uses only part of
-// it: without these, it would warn about the helpers (`dead_code`) and the
+// `metrics.rs` and `secrets.rs` compile their own copy of this module and
+// use only part of it: without these, it would warn about the helpers (`dead_code`) and the
 // re-exports below (`unused_imports`) that only the suite uses. A helper no
 // test uses at all is not caught by them: `grep` under tests/.
 #![allow(dead_code, unused_imports)]
 
+pub mod acl;
 pub mod assertions;
 pub mod cancel;
 pub mod cluster;
@@ -41,6 +43,7 @@ pub mod server_state;
 pub mod sql;
 pub mod wait;
 
+pub use acl::*;
 pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;

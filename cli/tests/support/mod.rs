@@ -46,17 +46,29 @@ impl Run {
 /// Runs the built `dlock` with `args` and `stdin` as its standard input,
 /// without `REDIS_URL` from the environment; at most [`PATIENCE`].
 pub async fn dlock(args: &[&str], stdin: &str) -> Run {
+    dlock_with_env(args, &[], stdin).await
+}
+
+/// As [`dlock`], with the environment variables `env` set (and, unless
+/// set there, neither `REDIS_URL` nor `DLOCK_PASSWORD`).
+pub async fn dlock_with_env(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
     let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|&(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
     let stdin = stdin.to_owned();
-    tokio::task::spawn_blocking(move || run_blocking(&args, &stdin))
+    tokio::task::spawn_blocking(move || run_blocking(&args, &env, &stdin))
         .await
         .expect("the dlock runner")
 }
 
-fn run_blocking(args: &[String], stdin: &str) -> Run {
+fn run_blocking(args: &[String], env: &[(String, String)], stdin: &str) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dlock"))
         .args(args)
         .env_remove("REDIS_URL")
+        .env_remove("DLOCK_PASSWORD")
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

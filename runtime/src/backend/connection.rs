@@ -10,6 +10,7 @@ use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
+use super::acl::permission_denied;
 use super::tls::TlsConfig;
 use crate::LockError;
 
@@ -73,8 +74,11 @@ const CLUSTER_IN_FLUX: [ServerErrorKind; 4] = [
 
 /// Our error for a redis-rs error: `Connection` when the server could not be
 /// reached or did not answer in time, or the cluster is in flux (retry),
-/// else `Server` (an error reply).
+/// `PermissionDenied` for an ACL refusal, else `Server` (an error reply).
 pub(super) fn lock_error(err: RedisError) -> LockError {
+    if let Some(denied) = permission_denied(&err) {
+        return denied;
+    }
     let in_flux = matches!(err.kind(), ErrorKind::Server(kind) if CLUSTER_IN_FLUX.contains(&kind));
     if err.is_io_error()
         || err.is_timeout()

@@ -85,11 +85,9 @@ impl Sentinels {
             .map(|url| {
                 let info = tls.open_client(url)?.get_connection_info().clone();
                 let settings = sentinel_settings(credentials);
+                // The URL parsed above; only the credentials are new here.
                 Client::open(info.set_redis_settings(settings)).map_err(|err| {
-                    LockError::InvalidUrl {
-                        url: url.clone(),
-                        reason: err.to_string(),
-                    }
+                    LockError::InvalidOptions(format!("Sentinel credentials: {err}"))
                 })
             })
             .collect::<Result<_, _>>()?;

@@ -8,6 +8,7 @@
 //! released and renewed in the same way for keys of [`KeyKind::Read`] and
 //! [`KeyKind::Write`].
 
+mod acl;
 mod admin;
 mod commands;
 mod connection;

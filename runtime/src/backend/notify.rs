@@ -42,6 +42,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
+use super::acl::permission_denied;
 use super::connection::{manager_config, ClusterSeeds, RedisConfig, Target};
 use crate::wait_queue::{WaitQueues, WaitTicket};
 
@@ -323,7 +324,14 @@ impl Listener {
                     Outcome::Subscribed
                 }
                 Err(err) => {
-                    tracing::debug!(channel, error = %err, "subscribe failed; waiters fall back to the holder's TTL until it succeeds");
+                    match permission_denied(&err) {
+                        Some(denied) => {
+                            tracing::warn!(channel, error = %denied, "subscribe refused; waiters fall back to the holder's TTL until it succeeds")
+                        }
+                        None => {
+                            tracing::debug!(channel, error = %err, "subscribe failed; waiters fall back to the holder's TTL until it succeeds")
+                        }
+                    }
                     Outcome::Failed
                 }
             },

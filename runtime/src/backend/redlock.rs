@@ -106,7 +106,7 @@ use crate::lease;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::wait_queue::WaitTicket;
-use crate::LockError;
+use crate::{redact_url, LockError};
 
 /// Shortest ttl a Redlock lease may have: below it the safety margin and two
 /// round trips leave next to no validity.
@@ -124,7 +124,7 @@ pub(crate) struct RedlockBackend {
 
 /// One master.
 struct Node {
-    /// The URL as given, for error messages.
+    /// The URL without its password, for error messages.
     url: String,
     commands: ConnectionManager,
 }
@@ -198,6 +198,7 @@ impl RedlockBackend {
             .map(|url| tls.open_client(url))
             .collect::<Result<Vec<_>, _>>()?;
         let mut servers = HashSet::new();
+        let urls: Vec<String> = urls.iter().map(|url| redact_url(url)).collect();
         for (url, client) in urls.iter().zip(&clients) {
             let info = client.get_connection_info();
             if !servers.insert(format!("{}/{}", info.addr(), info.redis_settings().db())) {

@@ -9,7 +9,7 @@ use redis::{Client, ProtocolVersion};
 #[cfg(feature = "tls")]
 use redis::{ConnectionAddr, TlsCertificates};
 
-use crate::LockError;
+use crate::{redact_url, LockError};
 
 /// Why a TLS URL is refused when the `tls` feature is off.
 #[cfg(not(feature = "tls"))]
@@ -30,7 +30,7 @@ impl TlsConfig {
     /// without the `tls` feature it is refused with `InvalidUrl`.
     pub(crate) fn open_client(&self, url: &str) -> Result<Client, LockError> {
         let invalid = |reason: String| LockError::InvalidUrl {
-            url: url.to_owned(),
+            url: redact_url(url),
             reason,
         };
         #[cfg(not(feature = "tls"))]
@@ -59,7 +59,11 @@ impl TlsConfig {
         response_timeout: Option<Duration>,
     ) -> Result<ClusterClient, LockError> {
         let invalid = |reason: String| LockError::InvalidUrl {
-            url: urls.join(","),
+            url: urls
+                .iter()
+                .map(|url| redact_url(url))
+                .collect::<Vec<_>>()
+                .join(","),
             reason,
         };
         if urls.is_empty() {

@@ -1,9 +1,9 @@
 //! The Lua scripts: each state change of a lock that needs more than one
 //! command is one script, one round trip (the uncontended acquisition is a
-//! plain `SET NX PX`). Hashed once per process; sent by EVALSHA with an EVAL
-//! fallback on NOSCRIPT. `prelude.lua` holds the functions the scripts share
-//! (the server clock, the waiter queue, a semaphore's expired leases); it is
-//! prepended to each that uses them.
+//! plain `SET NX PX`). Hashed once per process; sent by EVALSHA, and on
+//! NOSCRIPT loaded (`SCRIPT LOAD`) and sent again. `prelude.lua` holds the
+//! functions the scripts share (the server clock, the waiter queue, a
+//! semaphore's expired leases); it is prepended to each that uses them.
 
 use once_cell::sync::Lazy;
 use redis::Script;

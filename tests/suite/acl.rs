@@ -1,0 +1,95 @@
+//! Least privilege: the README documents the ACL the conformance suites run
+//! under (`redis_acl::` and `cluster_acl::` there), and a user missing one
+//! permission of it gets `LockError::PermissionDenied` naming the rule to
+//! add, not a generic server error.
+
+use crate::support;
+
+use leasehold::{LockError, LockManager};
+use leasehold_testkit::RedisServer;
+use support::{long, service_rules, ACL_PASSWORD, SERVICE_COMMANDS};
+
+/// A server with the user `svc` granted the service ACL of `lock:` minus
+/// every rule in `without`.
+fn server_without(without: &[&str]) -> RedisServer {
+    let rules: Vec<String> = service_rules("lock", false)
+        .into_iter()
+        .filter(|rule| !without.contains(&rule.as_str()))
+        .collect();
+    let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+    RedisServer::builder()
+        .acl_user("svc", ACL_PASSWORD, &rules)
+        .start()
+}
+
+/// A manager on `server` as `svc`, keys under `namespace`.
+async fn svc(server: &RedisServer, namespace: &str) -> LockManager {
+    LockManager::builder()
+        .namespace(namespace)
+        .connect(&server.url_as("svc", ACL_PASSWORD))
+        .await
+        .expect("svc logs in")
+}
+
+/// The rule and message of `result`, which must be `PermissionDenied`.
+#[track_caller]
+fn denied<T>(result: Result<T, LockError>) -> (String, String) {
+    match result {
+        Err(err) => match &err {
+            LockError::PermissionDenied { rule, .. } => (rule.clone(), err.to_string()),
+            other => panic!("expected PermissionDenied, got {other:?}"),
+        },
+        Ok(_) => panic!("expected PermissionDenied, the call succeeded"),
+    }
+}
+
+#[tokio::test]
+async fn readme_documents_the_exact_acl_the_suites_run_under() {
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(SERVICE_COMMANDS),
+        "README's Least privilege section must list exactly: {SERVICE_COMMANDS}"
+    );
+}
+
+#[tokio::test]
+async fn user_without_set_is_told_to_add_plus_set() {
+    let server = server_without(&["+set"]);
+    let manager = svc(&server, "lock").await;
+    let (rule, message) = denied(manager.try_acquire("k", long()).await);
+    assert_eq!(rule, "`+set`");
+    assert!(message.contains("ACL SETUSER"), "{message}");
+}
+
+#[tokio::test]
+async fn user_without_script_load_is_told_to_add_it() {
+    let server = server_without(&["+script|load"]);
+    let manager = svc(&server, "lock").await;
+    let guard = manager
+        .acquire("k", long())
+        .await
+        .expect("SET NX is allowed");
+    let (rule, _) = denied(guard.release().await);
+    assert_eq!(rule, "`+script|load`");
+}
+
+#[tokio::test]
+async fn namespace_outside_the_key_pattern_is_told_the_key_rule() {
+    let server = server_without(&[]);
+    let manager = svc(&server, "elsewhere").await;
+    let (rule, _) = denied(manager.try_acquire("k", long()).await);
+    assert!(rule.starts_with("`~<base>:* ~<base>-*`"), "{rule}");
+}
+
+#[tokio::test]
+async fn command_refused_inside_a_lock_script_is_permission_denied() {
+    // `SCRIPT LOAD` and `EVALSHA` allowed, the script's own `EXISTS` not.
+    let server = server_without(&["+exists"]);
+    let manager = svc(&server, "lock").await;
+    let guard = manager
+        .acquire("k", long())
+        .await
+        .expect("SET NX is allowed");
+    let (rule, _) = denied(guard.release().await);
+    assert!(rule.contains("least-privilege ACL"), "{rule}");
+}
