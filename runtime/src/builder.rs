@@ -53,7 +53,10 @@ impl LockManagerBuilder {
     /// with `-fence`, `-queue` or `-wait` before that `:` (`app-fence:`). So
     /// every lock key starts with `<base>:` and every internal key with
     /// `<base>-`: no user key, whatever characters it holds, can name an
-    /// internal key.
+    /// internal key. So that no namespace's names can be another's, the Redis
+    /// constructors refuse with `InvalidOptions` a namespace holding a `:`
+    /// before its end (`a:b`) or ending in `-` and an internal role
+    /// (`app-fence`, `lock-rw`, ...).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
         self
@@ -116,6 +119,7 @@ impl LockManagerBuilder {
     /// `LockError::InvalidUrl` for a URL it cannot use (including `rediss://`
     /// without the `tls` feature).
     pub async fn connect(self, url: &str) -> Result<LockManager, LockError> {
+        crate::keys::check_namespace(&self.namespace)?;
         let backend = RedisBackend::connect(url, self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redis(Box::new(backend))))
     }
@@ -147,6 +151,7 @@ impl LockManagerBuilder {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        crate::keys::check_namespace(&self.namespace)?;
         let urls = urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())
@@ -229,6 +234,7 @@ impl LockManagerBuilder {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        crate::keys::check_namespace(&self.namespace)?;
         let urls: Vec<String> = sentinel_urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())
@@ -285,6 +291,7 @@ impl LockManagerBuilder {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        crate::keys::check_namespace(&self.namespace)?;
         let urls: Vec<String> = urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())

@@ -25,8 +25,44 @@
 //! `order:{42}:b` share a slot, as they would as plain Redis keys), else a
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
+//!
+//! Namespaces stay apart too, because [`check_namespace`] refuses the two
+//! that would not: a `:` inside the namespace (`app:x`'s lock on `k` would be
+//! `app`'s lock on `x:k`), and a namespace ending in `-` and an internal role
+//! (`app-fence`'s lock on `k` would be `app`'s fencing counter of `k`). With
+//! neither, a name reads back one way only: the namespace runs to the first
+//! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
 use crate::operations::LockKind;
+use crate::LockError;
+
+/// What follows `base-` in an internal key's name, one per role.
+const INTERNAL_ROLES: [&str; 8] = [
+    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent",
+];
+
+/// Refuses a namespace whose names could be another namespace's (see the
+/// module's documentation) with `InvalidOptions` naming the fix. A final
+/// `:` is allowed, as it is added anyway.
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
+    let base = namespace.strip_suffix(':').unwrap_or(namespace);
+    if base.contains(':') {
+        return Err(LockError::InvalidOptions(format!(
+            "namespace `{namespace}` holds a `:` before its end, so its keys could be another namespace's (`a:b`'s key `k` is `a`'s key `b:k`); use another separator, e.g. `{}`",
+            base.replace(':', "_")
+        )));
+    }
+    if let Some(role) = INTERNAL_ROLES.iter().find(|role| {
+        base.strip_suffix(*role)
+            .is_some_and(|rest| rest.ends_with('-'))
+    }) {
+        return Err(LockError::InvalidOptions(format!(
+            "namespace `{namespace}` ends in `-{role}`, the name of an internal key of another namespace's locks; choose a name that does not end in `-` and one of: {}",
+            INTERNAL_ROLES.join(", ")
+        )));
+    }
+    Ok(())
+}
 
 /// What a [`LockKey`] names: a lock, the holder set of a semaphore, or one
 /// side of a read/write lock.
@@ -523,6 +559,115 @@ mod tests {
             distinct.sort_unstable();
             distinct.dedup();
             assert_eq!(distinct.len(), internal.len(), "two internal keys collide");
+        }
+    }
+
+    /// Every name of the locks, semaphores and read/write locks on `user` in
+    /// `keys`, each with the role it plays: no two (namespace, key, role)
+    /// may share a name.
+    fn names(keys: &KeySpace, user: &str) -> Vec<(String, &'static str)> {
+        let lock = keys.key(user);
+        let rw = keys.rwlock(user, KeyKind::Write);
+        vec![
+            (lock.lock, "lock"),
+            (lock.fence, "fence"),
+            (lock.queue, "queue"),
+            (lock.waiters, "wait"),
+            (lock.readers, "readers"),
+            (keys.semaphore(user).lock, "semaphore"),
+            (rw.lock, "writer"),
+            (rw.fence, "writers' fence"),
+            (rw.queue, "intents"),
+        ]
+    }
+
+    /// Issue 25: namespace `app` kept its fencing counter at `app-fence:k`,
+    /// which was namespace `app-fence`'s lock on `k`. Over every namespace
+    /// built from the pieces below (each internal suffix, `:`, `-`, nested
+    /// namespaces) and keys that look like names, the accepted namespaces'
+    /// names are all distinct, plainly and hash-tagged; the refused ones are
+    /// exactly those that would collide.
+    #[test]
+    fn no_two_namespaces_keys_or_roles_share_a_name() {
+        let mut pieces = vec!["", "a", "app", "lock", "-", ":", "-x", ":x", "x-", "{t}"];
+        let suffixes: Vec<String> = INTERNAL_ROLES
+            .iter()
+            .map(|role| format!("-{role}"))
+            .collect();
+        pieces.extend(suffixes.iter().map(String::as_str));
+        let mut namespaces = Vec::new();
+        for first in &pieces {
+            for second in &pieces {
+                for end in ["", ":"] {
+                    namespaces.push(format!("{first}{second}{end}"));
+                }
+            }
+        }
+        let users = [
+            "k",
+            "x:k",
+            "fence:k",
+            "-fence:k",
+            ":k",
+            "-k",
+            "",
+            "{t}k",
+            "a-fence:k",
+            "k:",
+        ];
+        for hash_tagged in [false, true] {
+            let mut owner: std::collections::HashMap<String, (String, &str, &str)> =
+                std::collections::HashMap::new();
+            let mut accepted = 0;
+            for namespace in &namespaces {
+                if check_namespace(namespace).is_err() {
+                    continue;
+                }
+                accepted += 1;
+                let keys = if hash_tagged {
+                    KeySpace::hash_tagged(namespace.clone())
+                } else {
+                    KeySpace::new(namespace.clone())
+                };
+                for user in users {
+                    for (name, role) in names(&keys, user) {
+                        let this = (keys.namespace().to_owned(), user, role);
+                        if let Some(other) = owner.insert(name.clone(), this.clone()) {
+                            assert_eq!(other, this, "`{name}` names two things");
+                        }
+                    }
+                }
+            }
+            assert!(accepted > 100, "only {accepted} namespaces accepted");
+        }
+    }
+
+    #[test]
+    fn namespaces_that_would_collide_are_refused() {
+        for refused in [
+            "app-fence",
+            "app-rwfence:",
+            "lock-rw",
+            "a:b",
+            "a:b:",
+            "-sem",
+        ] {
+            assert!(
+                matches!(check_namespace(refused), Err(LockError::InvalidOptions(_))),
+                "{refused}"
+            );
+        }
+        for accepted in [
+            "lock:",
+            "lock",
+            "app",
+            "my-app",
+            "app-fencer",
+            "",
+            ":",
+            "a-b-c",
+        ] {
+            assert!(check_namespace(accepted).is_ok(), "{accepted}");
         }
     }
 }

@@ -473,3 +473,26 @@ async fn durations_too_long_to_represent_are_errors_or_saturated_never_panics() 
         .expect("the longest allowed ttl");
     guard.release().await.expect("release");
 }
+
+/// Issue 25: namespace `app`'s fencing counter of `k` was namespace
+/// `app-fence`'s lock on `k`. Every Redis constructor refuses such a
+/// namespace before it connects.
+#[tokio::test]
+async fn namespace_whose_names_could_be_another_namespaces_is_refused_everywhere() {
+    let url = "redis://127.0.0.1:1";
+    for namespace in ["app-fence", "lock-rw", "app:orders"] {
+        let builder = || LockManager::builder().namespace(namespace);
+        let refused = [
+            builder().connect(url).await.map(|_| ()),
+            builder().redlock([url]).await.map(|_| ()),
+            builder().sentinel("primary", [url]).await.map(|_| ()),
+            builder().cluster([url]).await.map(|_| ()),
+        ];
+        for result in refused {
+            assert!(
+                matches!(&result, Err(LockError::InvalidOptions(reason)) if reason.contains(namespace)),
+                "{namespace}: {result:?}"
+            );
+        }
+    }
+}
