@@ -74,11 +74,11 @@ struct Shop {
 impl Shop {
     /// Buys one unit of `sku`: read the stock, check it, write it back, record
     /// the order. The lock on the SKU is taken first, then the transaction
-    /// begins; it commits before the lock is released. `BEGIN IMMEDIATE`
-    /// takes SQLite's write lock up front: buyers of *other* SKUs hold other
+    /// begins; it commits before the lock is released. `BEGIN IMMEDIATE` (the
+    /// default on SQLite) takes SQLite's write lock up front: buyers of *other* SKUs hold other
     /// Redis locks and may write at the same time. Every purchase writes with
     /// its fencing token, so the token comes with the lock (`fenced`).
-    #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
+    #[transactional(pool = self.db)]
     #[distributed_lock(
         key = "stock:{sku}",
         ttl = "10s",

@@ -181,9 +181,11 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `pool = expr` (required): any `Borrow<sqlx::Pool<DB>>`, such as
 ///   `self.db` or a `&PgPool` parameter.
 /// - `tx = name`: the name the body sees the transaction under (`tx`).
-/// - `begin = "..."`: the statement that opens the transaction instead of the
-///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
-///   read then write.
+/// - `begin = "..."`: the statement that opens the transaction. Without it,
+///   SQLite opens with `BEGIN IMMEDIATE` (concurrent transactions queue on the
+///   write lock instead of failing with `database is locked`), other
+///   databases with their driver's `BEGIN`; `begin = "BEGIN"` gives SQLite's
+///   deferred transaction.
 /// - `crate = path`: where `leasehold` is, if re-exported elsewhere.
 #[proc_macro_attribute]
 pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -37,4 +37,5 @@ mod tls;
 mod transactional;
 mod transactional_order;
 mod transactional_postgres;
+mod transactional_sqlite_default;
 mod waiting;

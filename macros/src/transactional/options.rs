@@ -22,7 +22,8 @@ pub(crate) struct Options {
     pub(crate) pool: Expr,
     /// The name the body sees the transaction under (`tx` unless written).
     pub(crate) tx: Ident,
-    /// The statement that opens the transaction, instead of the driver's.
+    /// The statement that opens the transaction; `None` leaves the choice to
+    /// the runtime (`BEGIN IMMEDIATE` on SQLite, else the driver's `BEGIN`).
     pub(crate) begin: Option<LitStr>,
     /// Path of the `leasehold` crate; `None` means `::leasehold`.
     pub(crate) crate_path: Option<Path>,
