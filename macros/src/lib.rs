@@ -43,6 +43,16 @@ use proc_macro::TokenStream;
 /// Options, all `name = value`. An option that is not written keeps the
 /// default of `leasehold::LockOptions::new()`, shown in brackets.
 ///
+/// Durations (`ttl`, `wait`, `hold_at_least`, `replica_timeout`) and counts
+/// (`permits`, `min_replicas`) take a literal, checked at compile time, or
+/// any expression of type `std::time::Duration` or `u32`: a `const`, a field
+/// of your configuration (`ttl = self.config.lock_ttl`), a function call.
+/// Each call evaluates such an expression once, before the lock is taken,
+/// and checks its value as a literal is checked: a value a literal could not
+/// have (a zero ttl, hold, permit or replica count, a ttl or hold past 365
+/// days) fails that call with `LockError::InvalidOptions`, and the body does
+/// not run.
+///
 /// - `key = "..."` (required): text with `{param}`, `{param.field.subfield}`
 ///   or `{self.field}` placeholders, each formatted with `Display`; `{{` and
 ///   `}}` are literal braces. Built once, before acquiring.

@@ -46,6 +46,7 @@
 
 mod backend;
 mod builder;
+mod computed;
 mod error;
 mod guard;
 mod install;
@@ -65,6 +66,7 @@ mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::computed::{permits, refused, Computed};
     pub use crate::private::{
         locked, locked_all, locked_all_or_skipped, locked_or_skipped, permitted, read_locked,
         write_locked, Skipped,

@@ -15,6 +15,7 @@ mod support;
 
 mod cancellation;
 mod cluster;
+mod computed_settings;
 mod conformance;
 mod conformance_shared;
 mod failover;
