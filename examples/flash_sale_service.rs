@@ -148,7 +148,7 @@ async fn buy(State(shop): State<Arc<Shop>>, Path(sku): Path<String>) -> (StatusC
         ),
         Ok(Purchase::SoldOut) => (StatusCode::CONFLICT, format!("{sku} is sold out\n")),
         Ok(Purchase::UnknownSku) => (StatusCode::NOT_FOUND, format!("no such SKU: {sku}\n")),
-        Err(ShopError::Lock(error @ LockError::Timeout { .. })) => {
+        Err(ShopError::Lock(error @ (LockError::Timeout { .. } | LockError::Busy { .. }))) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n"))
         }
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),

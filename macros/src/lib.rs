@@ -81,7 +81,9 @@ use proc_macro::TokenStream;
 /// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
 ///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
 ///   `"1m30s"`.
-/// - `wait = "2s"`: how long to wait for a busy lock (none: one attempt).
+/// - `wait = "2s"`: how long to wait for a busy lock before
+///   `LockError::Timeout` (none: one attempt, `LockError::Busy` when held
+///   elsewhere).
 /// - `renew = true|false`: renew the lease while the body runs (`true`).
 /// - `reentrant = true|false`: a task holding the key may enter again
 ///   (`true`).
@@ -95,7 +97,8 @@ use proc_macro::TokenStream;
 ///   once without running the body (`"skip"`: `Ok(())` for `Result<(), E>`,
 ///   `Ok(None)` for `Result<Option<T>, E>`, logged at info; any other return
 ///   type is a compile error; `wait` is then not allowed), or wait up to
-///   `wait` and fail with `LockError::Timeout` (`"wait"`).
+///   `wait` and fail with `LockError::Timeout`, or at once with
+///   `LockError::Busy` when `wait` is zero (`"wait"`).
 /// - `hold_at_least = "5m"`: keep the lock until at least this long after it
 ///   was acquired, even when the body ends sooner, so that instances whose
 ///   schedules fire within that time skip the job (above zero, at most 365

@@ -33,6 +33,17 @@ pub enum LockError {
         /// The service name as given.
         service: String,
     },
+    /// Another holder has the lock, and this attempt did not wait for it
+    /// (`wait` of zero, `try_acquire` reports it as `Ok(None)` instead).
+    #[error("lock `{key}` is held by another owner{}; this attempt did not wait (give it a `wait`, or retry later)", ends_in(.remaining))]
+    Busy {
+        /// The lock key, without namespace.
+        key: String,
+        /// About how long the holder's lease has left, where the backend
+        /// said (for a semaphore: the earliest of its permits' leases); the
+        /// holder may renew it.
+        remaining: Option<Duration>,
+    },
     /// Another holder kept the lock for the whole `wait` period.
     #[error("lock `{key}` is held by another owner; gave up after waiting {waited:?} (raise `wait` or retry later)")]
     Timeout {
@@ -85,6 +96,13 @@ pub enum LockError {
     },
 }
 
+fn ends_in(remaining: &Option<Duration>) -> String {
+    match remaining {
+        Some(remaining) => format!(" (its lease ends in about {remaining:?} unless renewed)"),
+        None => String::new(),
+    }
+}
+
 fn not_held(key: &Option<String>) -> String {
     match key {
         Some(key) => format!("no lock scope running here holds `{key}`"),
@@ -97,7 +115,10 @@ impl LockError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            LockError::Connection(_) | LockError::Timeout { .. } | LockError::NotReplicated { .. }
+            LockError::Connection(_)
+                | LockError::Busy { .. }
+                | LockError::Timeout { .. }
+                | LockError::NotReplicated { .. }
         )
     }
 }
@@ -107,6 +128,7 @@ impl From<LockError> for std::io::Error {
         let kind = match err {
             LockError::Connection(_) => std::io::ErrorKind::ConnectionRefused,
             LockError::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            LockError::Busy { .. } => std::io::ErrorKind::WouldBlock,
             LockError::InvalidUrl { .. } | LockError::InvalidOptions(_) => {
                 std::io::ErrorKind::InvalidInput
             }

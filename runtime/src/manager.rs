@@ -204,18 +204,33 @@ impl LockManager {
     ///
     /// Inside a lock scope that already holds `key` this re-enters (or fails
     /// with `AlreadyHeld` for non-re-entrant options, and with `LeaseLost`
-    /// when the scope's lease on `key` is already lost). Fails with `Timeout`
-    /// when the lock stayed busy, `Connection` when Redis is unreachable
+    /// when the scope's lease on `key` is already lost). Fails with `Busy`
+    /// when the lock is held elsewhere and `wait` is zero (one attempt),
+    /// `Timeout` when it stayed busy for all of a non-zero `wait`,
+    /// `Connection` when Redis is unreachable
     /// (for Redlock: when fewer than a quorum of nodes answer), and
     /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
         let wait = options.wait;
-        self.acquire_within(key, &options, wait)
-            .await?
-            .ok_or(LockError::Timeout {
+        match self.acquire_within(key, &options, wait).await {
+            Ok(Some(guard)) => Ok(guard),
+            Ok(None) => Err(LockError::Timeout {
                 key: key.to_owned(),
                 waited: wait,
-            })
+            }),
+            Err(LockError::Busy {
+                remaining: None, ..
+            }) => Err(busy(key, self.holder_remaining(key).await)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// How long the holder of `key` has left, asked for separately where the
+    /// attempt did not say (a single server's first attempt is a plain
+    /// `SET NX`, which does not tell); `None` when that fails too.
+    async fn holder_remaining(&self, key: &str) -> Option<Duration> {
+        let state = self.backend().inspect(&self.lock_key(key)).await;
+        state.ok().and_then(|state| state.remaining)
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
@@ -224,7 +239,7 @@ impl LockManager {
         key: &str,
         options: LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_within(key, &options, Duration::ZERO).await
+        not_busy(self.acquire_within(key, &options, Duration::ZERO).await)
     }
 
     /// Runs `body` while holding the lock on `key`: acquires first (as
@@ -367,9 +382,9 @@ impl LockManager {
         };
         let granted = match attempt {
             Attempt::Acquired => Some(sent),
-            Attempt::Busy { .. } if wait.is_zero() => {
-                tracing::debug!(key, "lock busy");
-                None
+            Attempt::Busy { remaining } if wait.is_zero() => {
+                tracing::debug!(key, holder_remaining = ?remaining, "lock busy");
+                return Err(busy(key, remaining));
             }
             Attempt::Busy { remaining } => {
                 self.wait_for_release(&request, remaining, started, wait, queue_behind)
@@ -651,5 +666,23 @@ pub(crate) async fn until_lost<F: Future>(
             output = body => Some(output),
         },
         OnLost::Continue => Some(body.await),
+    }
+}
+
+/// The error of one attempt, made without waiting, on a lock held elsewhere
+/// whose lease has about `remaining` left.
+pub(crate) fn busy(key: &str, remaining: Option<Duration>) -> LockError {
+    LockError::Busy {
+        key: key.to_owned(),
+        remaining,
+    }
+}
+
+/// `Ok(None)` for [`LockError::Busy`]: what a `try_` method returns for a
+/// held lock.
+pub(crate) fn not_busy<T>(result: Result<Option<T>, LockError>) -> Result<Option<T>, LockError> {
+    match result {
+        Err(LockError::Busy { .. }) => Ok(None),
+        other => other,
     }
 }
