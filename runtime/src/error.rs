@@ -74,6 +74,10 @@ pub enum LockError {
     /// No manager was installed and none was passed to the attribute.
     #[error("no LockManager installed: call leasehold::install(manager) at start-up, or pass `manager = …` to #[distributed_lock]")]
     NotInstalled,
+    /// The manager was shut down with `LockManager::shutdown` (by this handle
+    /// or a clone) and takes no more locks.
+    #[error("this LockManager was shut down (LockManager::shutdown) and takes no more locks; build a new manager, or install one, to lock again")]
+    ShutDown,
     /// The options cannot be satisfied, e.g. a zero TTL.
     #[error("invalid lock options: {0}")]
     InvalidOptions(String),

@@ -59,6 +59,7 @@ mod options;
 mod pending;
 mod scope;
 mod semaphore;
+mod shutdown;
 mod telemetry;
 mod token;
 mod wait_queue;

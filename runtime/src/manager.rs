@@ -12,6 +12,7 @@ use crate::keys::{KeyKind, KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
+use crate::shutdown::Leases;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
 use crate::wait_queue::Wake;
@@ -49,6 +50,8 @@ struct ManagerInner {
     renewals: Arc<RenewalTimer>,
     /// Written into every owner token this manager issues.
     identity: Identity,
+    /// What it holds, for `shutdown`.
+    leases: Arc<Leases>,
 }
 
 impl LockManager {
@@ -67,6 +70,7 @@ impl LockManager {
                 keys,
                 renewals: Arc::default(),
                 identity,
+                leases: Arc::default(),
             }),
         }
     }
@@ -173,6 +177,11 @@ impl LockManager {
 
     pub(crate) fn backend(&self) -> &Arc<Backend> {
         &self.inner.backend
+    }
+
+    /// The leases this manager and its clones hold, and whether it is shut down.
+    pub(crate) fn leases(&self) -> &Arc<Leases> {
+        &self.inner.leases
     }
 
     pub(crate) fn same_as(&self, other: &LockManager) -> bool {
@@ -329,6 +338,7 @@ impl LockManager {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.leases().ensure_open()?;
         let ttl_ms = options.ttl_millis()?;
         let replicas = options.replication()?;
         options.hold()?;
@@ -606,7 +616,9 @@ impl LockManager {
     ) -> Arc<Lease> {
         let key = Arc::new(key);
         let label = MetricLabel::new(options, key.kind);
+        let id = self.leases().next_id();
         let mut lease = Lease::new(
+            id,
             self.clone(),
             Arc::clone(&key),
             token.clone(),
@@ -630,7 +642,9 @@ impl LockManager {
         if let Some(hold) = options.hold_at_least {
             lease.hold_until(Instant::now() + hold);
         }
-        Arc::new(lease)
+        let lease = Arc::new(lease);
+        self.leases().record(id, &lease);
+        lease
     }
 }
 

@@ -206,6 +206,7 @@ impl LockManager {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.leases().ensure_open()?;
         let ttl_ms = checked_ttl(key, kind, options)?;
         let rw_key = self.key_space().rwlock(key, kind);
         if let Some(lease) = scope::find(self, &rw_key.lock) {

@@ -235,6 +235,7 @@ impl Semaphore {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<Permit>, LockError> {
+        self.manager.leases().ensure_open()?;
         let ttl_ms = self.checked_ttl(options)?;
         let key = self.manager.semaphore_key(&self.key);
         let in_own_body = HELD_PERMITS

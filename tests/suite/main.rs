@@ -34,6 +34,7 @@ mod rwlock;
 mod scheduled;
 mod semaphore;
 mod sentinel;
+mod shutdown;
 mod tls;
 mod transactional;
 mod transactional_order;
