@@ -567,6 +567,25 @@ async fn methods_lock_on_self_fields_with_every_receiver() {
     );
 }
 
+/// A method's label names its type, as operators read it (`dlock show`):
+/// `…::Account::balance`, not only the module's `…::balance`.
+#[tokio::test]
+async fn methods_are_labelled_with_their_type() {
+    Account::new().balance().await.unwrap();
+    Arc::new(Account::new()).shared().await.unwrap();
+    let labels: Vec<_> = take_calls()
+        .into_iter()
+        .map(|call| call.options.label)
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            Some("suite::macro_expansion::Account::balance".to_owned()),
+            Some("suite::macro_expansion::Account::shared".to_owned()),
+        ]
+    );
+}
+
 #[distributed_lock(crate = shim, key = "borrowed", manager = manager)]
 async fn borrowed_manager(manager: &LockManager) -> Result<(), AppError> {
     Ok(())

@@ -83,7 +83,7 @@ mod shim {
         pub fn new() -> Self {
             LockOptions
         }
-        pub fn label(self, _label: &str) -> Self {
+        pub fn label(self, _label: impl Into<String>) -> Self {
             self
         }
         pub fn key_template(self, _template: &str) -> Self {

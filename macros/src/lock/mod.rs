@@ -118,7 +118,8 @@ fn rewrite(
             }
         }
     };
-    let lock_options = lock_options(options, &krate_here, &sig.ident.to_string(), bail);
+    let label = label(&sig);
+    let lock_options = lock_options(options, &krate_here, label, bail);
     let statements = crate::shared::body::statements(&block, return_type, &return_var);
     let one_key = quote!(::std::string::String);
     let several_keys = quote!(::std::vec::Vec<::std::string::String>);
@@ -179,16 +180,28 @@ fn rewrite(
     }
 }
 
-/// `LockOptions::new()` labelled with the function's path (`module::name`,
-/// which the lock records for operators) and the key template (the `lock`
-/// label of its metrics), with a setter for each option the user wrote, and
+/// The path of the function, which the lock records for operators: its
+/// type's path and name for a method (`shop::ExternalApi::call`: the type
+/// is known only where the expansion runs, as `Self`), else its module's
+/// path and name (`shop::call`).
+fn label(sig: &syn::Signature) -> TokenStream {
+    let function = sig.ident.to_string();
+    if sig.receiver().is_some() {
+        quote!(::std::format!("{}::{}", ::core::any::type_name::<Self>(), #function))
+    } else {
+        quote!(::core::concat!(::core::module_path!(), "::", #function))
+    }
+}
+
+/// `LockOptions::new()` labelled with `label` (see [`label`]) and the key
+/// template (the `lock` label of its metrics), with a setter for each option the user wrote, and
 /// only those: the defaults are the runtime's. Settings written as
 /// expressions go through `__private::Computed`, which checks their values;
 /// `bail` makes its result the options or the call's early error.
 fn lock_options(
     options: &Options,
     krate: &TokenStream,
-    function: &str,
+    label: TokenStream,
     bail: impl Fn(TokenStream) -> TokenStream,
 ) -> TokenStream {
     let template = options
@@ -198,7 +211,7 @@ fn lock_options(
         .collect::<Vec<_>>()
         .join(", ");
     let mut setters = quote! {
-        .label(::core::concat!(::core::module_path!(), "::", #function))
+        .label(#label)
         .key_template(#template)
     };
     // Setters of `__private::Computed`, for the expressions.
