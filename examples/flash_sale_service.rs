@@ -8,9 +8,9 @@
 //! 127.0.0.1, port `PORT` or an ephemeral one, and prints a curl line.
 //!
 //! ```text
-//! cargo run --example flash_sale_service --features sqlx
+//! cargo run --example flash_sale_service --features sqlite
 //! curl -X POST http://127.0.0.1:PORT/buy/sku-1
-//! cargo run --example flash_sale_service --features sqlx -- --self-test
+//! cargo run --example flash_sale_service --features sqlite -- --self-test
 //! ```
 //!
 //! Options: `--self-test` (fire `--buyers N` concurrent POSTs at itself over

@@ -1,8 +1,8 @@
 //! The sqlx side of `#[transactional]`: beginning the transaction, and
 //! committing or rolling it back according to the body's result.
 //!
-//! Generic over `sqlx::Database`: SQLite is built in with the `sqlx` feature,
-//! PostgreSQL with the `postgres` feature.
+//! Generic over `sqlx::Database`: SQLite's driver comes with the `sqlite`
+//! feature, PostgreSQL's with `postgres` (`sqlx` enables both).
 
 use ::sqlx::{Database, Pool, Transaction};
 

@@ -133,7 +133,7 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Runs an `async fn`'s body with a database transaction (sqlx): commits when
 /// the body returns `Ok`, rolls back when it returns `Err`, panics or is
-/// cancelled. Needs the `sqlx` feature of `leasehold`.
+/// cancelled. Needs the `sqlite` or `postgres` feature of `leasehold`.
 ///
 /// ```no_run
 /// use leasehold::{distributed_lock, transactional, LockError, LockManager};

@@ -3,7 +3,7 @@
 //! succeed. Each holds its own Redis lock, so their transactions meet only
 //! in SQLite; a deferred `BEGIN` let most of them fail with `database is
 //! locked` (code 517), the `BEGIN IMMEDIATE` default makes them queue.
-#![cfg(feature = "sqlx")]
+#![cfg(feature = "sqlite")]
 
 use crate::support;
 
