@@ -339,6 +339,7 @@ impl LockManager {
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
         self.leases().ensure_open()?;
+        non_empty(key)?;
         let ttl_ms = options.ttl_millis()?;
         let replicas = options.replication()?;
         options.hold()?;
@@ -681,6 +682,18 @@ pub(crate) async fn until_lost<F: Future>(
         },
         OnLost::Continue => Some(body.await),
     }
+}
+
+/// `Err(InvalidOptions)` for an empty key: a lock on "" is almost always a
+/// placeholder that rendered empty, which would make unrelated calls share
+/// one lock.
+pub(crate) fn non_empty(key: &str) -> Result<(), LockError> {
+    if key.is_empty() {
+        return Err(LockError::InvalidOptions(
+            "the lock key is empty: check the values its placeholders render (an empty string makes unrelated calls share one lock)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The error of one attempt, made without waiting, on a lock held elsewhere

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Attempt, KeyKind, LockKey};
 use crate::guard::LockGuard;
-use crate::manager::{busy, not_busy, until_lost};
+use crate::manager::{busy, non_empty, not_busy, until_lost};
 use crate::pending::PendingAcquire;
 use crate::rw_guard::{ReadGuard, WriteGuard};
 use crate::telemetry::MetricLabel;
@@ -207,6 +207,7 @@ impl LockManager {
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
         self.leases().ensure_open()?;
+        non_empty(key)?;
         let ttl_ms = checked_ttl(key, kind, options)?;
         let rw_key = self.key_space().rwlock(key, kind);
         if let Some(lease) = scope::find(self, &rw_key.lock) {

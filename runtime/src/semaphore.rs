@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{KeyKind, LockKey, PermitAttempt};
 use crate::guard::LockGuard;
-use crate::manager::{busy, not_busy, until_lost};
+use crate::manager::{busy, non_empty, not_busy, until_lost};
 use crate::pending::PendingAcquire;
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
@@ -236,6 +236,7 @@ impl Semaphore {
         label: &MetricLabel,
     ) -> Result<Option<Permit>, LockError> {
         self.manager.leases().ensure_open()?;
+        non_empty(&self.key)?;
         let ttl_ms = self.checked_ttl(options)?;
         let key = self.manager.semaphore_key(&self.key);
         let in_own_body = HELD_PERMITS

@@ -293,6 +293,17 @@ async fn nested_fields_and_tuple_indices() {
     assert_eq!(only_call().key, "ann/7/seven");
 }
 
+#[distributed_lock(crate = shim, key = "item:{r#type}:{match}")]
+async fn raw_names(r#type: &str, r#match: u32) -> Result<(), AppError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn raw_identifiers_are_placeholders_written_either_way() {
+    raw_names("book", 7).await.unwrap();
+    assert_eq!(only_call().key, "item:book:7");
+}
+
 #[distributed_lock(crate = shim, key = "{{literal}}:{id}:}}{{")]
 async fn escaped(id: u32) -> Result<(), AppError> {
     Ok(())

@@ -18,6 +18,7 @@ mod cluster;
 mod computed_settings;
 mod conformance;
 mod conformance_shared;
+mod empty_key;
 mod failover;
 mod fencing;
 mod handoff;

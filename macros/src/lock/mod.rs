@@ -37,6 +37,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(reordered) = stacking::move_transaction_inside(&args, &function) {
         return reordered;
     }
+    if let Some(error) = stacking::runtime_attribute_above(&function) {
+        return with_error(function.into_token_stream(), error);
+    }
     let mut errors = Errors::default();
     let options = options::parse(args.clone(), &mut errors);
     let return_type = signature::check(&function.sig, &REQUIREMENTS, &mut errors);

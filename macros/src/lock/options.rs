@@ -101,6 +101,7 @@ const SPEC: Spec = Spec {
         CRATE,
     ],
     aliases: &[(CLIENT, MANAGER)],
+    positional: Some(KEY),
 };
 
 /// The attribute's configuration: each option `None` unless written.

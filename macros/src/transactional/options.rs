@@ -14,6 +14,7 @@ const BEGIN: &str = "begin";
 const SPEC: Spec = Spec {
     options: &[POOL, TX, BEGIN, CRATE],
     aliases: &[],
+    positional: None,
 };
 
 /// The attribute's configuration.
