@@ -8,9 +8,9 @@
 //! 127.0.0.1, port `PORT` or an ephemeral one, and prints a curl line.
 //!
 //! ```text
-//! cargo run --example flash_sale_service --features sqlx
+//! cargo run --example flash_sale_service --features sqlite
 //! curl -X POST http://127.0.0.1:PORT/buy/sku-1
-//! cargo run --example flash_sale_service --features sqlx -- --self-test
+//! cargo run --example flash_sale_service --features sqlite -- --self-test
 //! ```
 //!
 //! Options: `--self-test` (fire `--buyers N` concurrent POSTs at itself over
@@ -74,11 +74,11 @@ struct Shop {
 impl Shop {
     /// Buys one unit of `sku`: read the stock, check it, write it back, record
     /// the order. The lock on the SKU is taken first, then the transaction
-    /// begins; it commits before the lock is released. `BEGIN IMMEDIATE`
-    /// takes SQLite's write lock up front: buyers of *other* SKUs hold other
+    /// begins; it commits before the lock is released. `BEGIN IMMEDIATE` (the
+    /// default on SQLite) takes SQLite's write lock up front: buyers of *other* SKUs hold other
     /// Redis locks and may write at the same time. Every purchase writes with
     /// its fencing token, so the token comes with the lock (`fenced`).
-    #[transactional(pool = self.db, begin = "BEGIN IMMEDIATE")]
+    #[transactional(pool = self.db)]
     #[distributed_lock(
         key = "stock:{sku}",
         ttl = "10s",
@@ -148,7 +148,7 @@ async fn buy(State(shop): State<Arc<Shop>>, Path(sku): Path<String>) -> (StatusC
         ),
         Ok(Purchase::SoldOut) => (StatusCode::CONFLICT, format!("{sku} is sold out\n")),
         Ok(Purchase::UnknownSku) => (StatusCode::NOT_FOUND, format!("no such SKU: {sku}\n")),
-        Err(ShopError::Lock(error @ LockError::Timeout { .. })) => {
+        Err(ShopError::Lock(error @ (LockError::Timeout { .. } | LockError::Busy { .. }))) => {
             (StatusCode::SERVICE_UNAVAILABLE, format!("{error}\n"))
         }
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),

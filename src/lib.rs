@@ -22,7 +22,7 @@
 //!
 //! ## Transactions inside the lock
 //!
-//! With the `sqlx` feature (SQLite built in; add `postgres` for PostgreSQL),
+//! With the `sqlite` or `postgres` feature (`sqlx` enables both),
 //! `#[transactional(pool = ...)]` runs the body with a database transaction
 //! that commits on `Ok` and rolls back on `Err`, panic or cancellation. Stacked
 //! with `#[distributed_lock]` in either order, the lock is taken before the
@@ -33,18 +33,18 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use leasehold_macros::distributed_lock;
-#[cfg(feature = "sqlx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use leasehold_macros::transactional;
 pub use leasehold_runtime::*;
 
-#[cfg(feature = "sqlx")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx;
 
 /// What the attributes' expansions call. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    #[cfg(feature = "sqlx")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub use crate::sqlx::{begin_transaction, finish_transaction};
     pub use leasehold_runtime::__private::*;
 }

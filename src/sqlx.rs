@@ -1,23 +1,37 @@
 //! The sqlx side of `#[transactional]`: beginning the transaction, and
 //! committing or rolling it back according to the body's result.
 //!
-//! Generic over `sqlx::Database`: SQLite is built in with the `sqlx` feature,
-//! PostgreSQL with the `postgres` feature.
+//! Generic over `sqlx::Database`: SQLite's driver comes with the `sqlite`
+//! feature, PostgreSQL's with `postgres` (`sqlx` enables both).
 
 use ::sqlx::{Database, Pool, Transaction};
 
-/// Begins a transaction on a connection from `pool`, with `statement` (such
-/// as `"BEGIN IMMEDIATE"`) or else the driver's default `BEGIN`. Called by the
-/// `#[transactional]` expansion; not a stable API.
+/// The statement that opens a transaction on SQLite unless `begin = "..."`
+/// says otherwise: it takes the database's write lock at once, so that
+/// concurrent transactions queue on it (within the busy timeout) instead of
+/// failing with `database is locked` (code 517) when a read transaction
+/// later tries to write after another one committed.
+const SQLITE_DEFAULT_BEGIN: &str = "BEGIN IMMEDIATE";
+
+/// Begins a transaction on a connection from `pool`, with `statement` if
+/// given, else `BEGIN IMMEDIATE` on SQLite and the driver's `BEGIN` on other
+/// databases. Called by the `#[transactional]` expansion; not a stable API.
 #[doc(hidden)]
 pub async fn begin_transaction<DB: Database>(
     pool: &Pool<DB>,
     statement: Option<&'static str>,
 ) -> Result<Transaction<'static, DB>, ::sqlx::Error> {
-    match statement {
+    match statement.or_else(default_begin::<DB>) {
         Some(statement) => pool.begin_with(statement).await,
         None => pool.begin().await,
     }
+}
+
+/// The statement `#[transactional]` opens a transaction with on `DB` when
+/// the attribute names none; `None` for the driver's own `BEGIN`.
+fn default_begin<DB: Database>() -> Option<&'static str> {
+    // By name, so that this compiles without the SQLite driver.
+    (DB::NAME == "SQLite").then_some(SQLITE_DEFAULT_BEGIN)
 }
 
 /// Decides the transaction's fate from the body's `result`: commits when it

@@ -149,6 +149,18 @@ pub async fn held_all(
     Ok((held, more))
 }
 
+/// Every kind of lock on `key` that is held, in the order lock, read/write
+/// lock, semaphore.
+pub async fn held_kinds(manager: &LockManager, key: &str) -> Result<Vec<HeldInfo>, LockError> {
+    let mut held = Vec::new();
+    for kind in [Kind::Lock, Kind::Rw, Kind::Semaphore] {
+        if let Some(info) = inspect_held(manager, key, kind).await? {
+            held.push(info);
+        }
+    }
+    Ok(held)
+}
+
 /// The lock of `kind` on `key`, if it is held.
 async fn inspect_held(
     manager: &LockManager,

@@ -56,15 +56,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Everything known about the lock on KEY: holder, remaining lease,
-    /// fencing counter and queued waiters; with --kind, the read/write lock
-    /// or the semaphore of KEY instead: each holder and its remaining lease.
+    /// Everything known about what holds KEY: its lock (holder, remaining
+    /// lease, fencing counter, queued waiters), read/write lock or semaphore
+    /// (each holder and its remaining lease), whichever kinds are held, as
+    /// `ls` finds them; the plain lock as free when none is. With --kind,
+    /// that kind only, held or not. --json prints one object (with its
+    /// `kind`), or an array when several kinds of KEY are held.
     Show {
         /// The lock's key, without namespace.
         key: String,
-        /// Which of KEY's locks to show.
-        #[arg(long, value_enum, default_value_t = Kind::Lock)]
-        kind: Kind,
+        /// Which of KEY's locks to show (default: every kind that is held).
+        #[arg(long, value_enum)]
+        kind: Option<Kind>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

@@ -1,5 +1,6 @@
-//! `dlock show KEY`: everything `inspect` knows about one lock, or about
-//! the read/write lock or the semaphore of the same key (`--kind`).
+//! `dlock show KEY`: everything `inspect` knows about what holds a key:
+//! each kind of its locks that is held (lock, read/write lock, semaphore),
+//! or the one kind `--kind` names.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -8,10 +9,52 @@ use leasehold::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
 
 use crate::failure::Failure;
 use crate::format;
-use crate::locks::{self, Kind, LockJson, RwLockJson, SemaphoreJson};
+use crate::locks::{self, HeldInfo, HeldJson, Kind, LockJson, RwLockJson, SemaphoreJson};
 
-/// Prints `key`'s lock of `kind`: as text, or as JSON.
-pub async fn run(manager: &LockManager, key: &str, kind: Kind, json: bool) -> Result<(), Failure> {
+/// Prints what holds `key`: its lock of `kind`, or without one, every kind
+/// that is held (the plain lock, free, when none is); as text, or as JSON.
+pub async fn run(
+    manager: &LockManager,
+    key: &str,
+    kind: Option<Kind>,
+    json: bool,
+) -> Result<(), Failure> {
+    match kind {
+        Some(kind) => run_kind(manager, key, kind, json).await,
+        None => run_held(manager, key, json).await,
+    }
+}
+
+/// Prints every kind of `key`'s locks that is held, separated by a blank
+/// line (JSON: one object, or an array of several); the free plain lock
+/// when none is.
+async fn run_held(manager: &LockManager, key: &str, json: bool) -> Result<(), Failure> {
+    let held = locks::held_kinds(manager, key).await?;
+    if held.is_empty() {
+        return run_kind(manager, key, Kind::Lock, json).await;
+    }
+    let now = SystemTime::now();
+    if json {
+        let shown: Vec<HeldJson> = held.iter().map(|info| HeldJson::new(info, now)).collect();
+        return match shown.as_slice() {
+            [one] => locks::print_json(one),
+            _ => locks::print_json(&shown),
+        };
+    }
+    let described: Vec<String> = held
+        .iter()
+        .map(|info| match info {
+            HeldInfo::Lock(info) => describe(info, now),
+            HeldInfo::Rw(info) => describe_rw(info, now),
+            HeldInfo::Semaphore(info) => describe_semaphore(info, now),
+        })
+        .collect();
+    print!("{}", described.join("\n"));
+    Ok(())
+}
+
+/// Prints `key`'s lock of `kind`, held or not: as text, or as JSON.
+async fn run_kind(manager: &LockManager, key: &str, kind: Kind, json: bool) -> Result<(), Failure> {
     let now = SystemTime::now();
     match kind {
         Kind::Lock => {

@@ -502,6 +502,58 @@ async fn show_kind_rw_and_semaphore_name_each_reader_and_permit_holder() {
     );
 }
 
+/// Without `--kind`, `show` finds the kind that is held, as `ls` does: a
+/// read/write lock or a semaphore is not reported as a free lock; several
+/// kinds held on one key are all shown; a free key shows the free lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_without_kind_shows_every_kind_that_is_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = LockManager::connect(&url).await.expect("connect");
+    let long = |label: &str| LockOptions::new().ttl(Duration::from_secs(30)).label(label);
+    let _reader = locks.acquire_read("doc", long("show")).await.expect("read");
+    let _permit = locks
+        .semaphore("api", 4)
+        .acquire(long("charge"))
+        .await
+        .expect("permit");
+    let _lock = locks.acquire("both", long("plain")).await.expect("lock");
+    let _writer = locks
+        .acquire_write("both", long("write"))
+        .await
+        .expect("write");
+
+    let run = dlock(&["--url", &url, "show", "doc"], "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("read/write lock: doc"), "{run:#?}");
+    assert!(run.stdout.contains("readers:         1"), "{run:#?}");
+    assert!(!run.stdout.contains("held:            no"), "{run:#?}");
+
+    let run = dlock(&["--url", &url, "show", "api", "--json"], "").await;
+    run.expect_code(0);
+    let semaphore: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(semaphore["kind"], "semaphore", "{semaphore}");
+    assert_eq!(semaphore["held"], 1, "{semaphore}");
+
+    let run = dlock(&["--url", &url, "show", "both"], "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("label:           plain"), "{run:#?}");
+    assert!(run.stdout.contains("label write"), "{run:#?}");
+    let run = dlock(&["--url", &url, "show", "both", "--json"], "").await;
+    let both: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let kinds: Vec<&str> = both
+        .as_array()
+        .expect("an array for two kinds")
+        .iter()
+        .filter_map(|held| held["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["lock", "rw"], "{both}");
+
+    let run = dlock(&["--url", &url, "show", "nothing"], "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("held:            no"), "{run:#?}");
+}
+
 /// The lease of the shared holders that the tests evict: renewed every 3 s,
 /// while the lease itself would last about 9 s.
 const SHARED_TTL: Duration = Duration::from_secs(9);

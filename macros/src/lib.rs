@@ -43,6 +43,16 @@ use proc_macro::TokenStream;
 /// Options, all `name = value`. An option that is not written keeps the
 /// default of `leasehold::LockOptions::new()`, shown in brackets.
 ///
+/// Durations (`ttl`, `wait`, `hold_at_least`, `replica_timeout`) and counts
+/// (`permits`, `min_replicas`) take a literal, checked at compile time, or
+/// any expression of type `std::time::Duration` or `u32`: a `const`, a field
+/// of your configuration (`ttl = self.config.lock_ttl`), a function call.
+/// Each call evaluates such an expression once, before the lock is taken,
+/// and checks its value as a literal is checked: a value a literal could not
+/// have (a zero ttl, hold, permit or replica count, a ttl or hold past 365
+/// days) fails that call with `LockError::InvalidOptions`, and the body does
+/// not run.
+///
 /// - `key = "..."` (required): text with `{param}`, `{param.field.subfield}`
 ///   or `{self.field}` placeholders, each formatted with `Display`; `{{` and
 ///   `}}` are literal braces. Built once, before acquiring.
@@ -71,7 +81,9 @@ use proc_macro::TokenStream;
 /// - `ttl = "30s"`: the lease (30 s); must not be zero. Durations are numbers
 ///   with units `ms`, `s`, `m`, `h`, largest first: `"250ms"`, `"5m"`,
 ///   `"1m30s"`.
-/// - `wait = "2s"`: how long to wait for a busy lock (none: one attempt).
+/// - `wait = "2s"`: how long to wait for a busy lock before
+///   `LockError::Timeout` (none: one attempt, `LockError::Busy` when held
+///   elsewhere).
 /// - `renew = true|false`: renew the lease while the body runs (`true`).
 /// - `reentrant = true|false`: a task holding the key may enter again
 ///   (`true`).
@@ -85,7 +97,8 @@ use proc_macro::TokenStream;
 ///   once without running the body (`"skip"`: `Ok(())` for `Result<(), E>`,
 ///   `Ok(None)` for `Result<Option<T>, E>`, logged at info; any other return
 ///   type is a compile error; `wait` is then not allowed), or wait up to
-///   `wait` and fail with `LockError::Timeout` (`"wait"`).
+///   `wait` and fail with `LockError::Timeout`, or at once with
+///   `LockError::Busy` when `wait` is zero (`"wait"`).
 /// - `hold_at_least = "5m"`: keep the lock until at least this long after it
 ///   was acquired, even when the body ends sooner, so that instances whose
 ///   schedules fire within that time skip the job (above zero, at most 365
@@ -120,7 +133,7 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Runs an `async fn`'s body with a database transaction (sqlx): commits when
 /// the body returns `Ok`, rolls back when it returns `Err`, panics or is
-/// cancelled. Needs the `sqlx` feature of `leasehold`.
+/// cancelled. Needs the `sqlite` or `postgres` feature of `leasehold`.
 ///
 /// ```no_run
 /// use leasehold::{distributed_lock, transactional, LockError, LockManager};
@@ -181,9 +194,11 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// - `pool = expr` (required): any `Borrow<sqlx::Pool<DB>>`, such as
 ///   `self.db` or a `&PgPool` parameter.
 /// - `tx = name`: the name the body sees the transaction under (`tx`).
-/// - `begin = "..."`: the statement that opens the transaction instead of the
-///   driver's default, e.g. `"BEGIN IMMEDIATE"` for SQLite transactions that
-///   read then write.
+/// - `begin = "..."`: the statement that opens the transaction. Without it,
+///   SQLite opens with `BEGIN IMMEDIATE` (concurrent transactions queue on the
+///   write lock instead of failing with `database is locked`), other
+///   databases with their driver's `BEGIN`; `begin = "BEGIN"` gives SQLite's
+///   deferred transaction.
 /// - `crate = path`: where `leasehold` is, if re-exported elsewhere.
 #[proc_macro_attribute]
 pub fn transactional(args: TokenStream, item: TokenStream) -> TokenStream {

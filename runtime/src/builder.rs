@@ -94,8 +94,9 @@ impl LockManagerBuilder {
     /// Trusts the root certificates in `pem` (one or more PEM `CERTIFICATE`
     /// blocks, e.g. a private CA) for `rediss://` servers, *instead of* the
     /// operating system's trust store; without it the system's store is used.
-    /// Applies to [`connect`](Self::connect), [`redlock`](Self::redlock) and
-    /// [`sentinel`](Self::sentinel) (its Sentinels and primary alike);
+    /// Applies to [`connect`](Self::connect), [`redlock`](Self::redlock),
+    /// [`sentinel`](Self::sentinel) (its Sentinels and primary alike) and
+    /// [`cluster`](Self::cluster) (every node);
     /// a PEM that cannot be parsed makes them fail with
     /// `LockError::InvalidOptions`. A certificate the server presents that
     /// does not chain to these roots makes them fail with

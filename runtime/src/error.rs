@@ -43,6 +43,17 @@ pub enum LockError {
         /// The service name as given.
         service: String,
     },
+    /// Another holder has the lock, and this attempt did not wait for it
+    /// (`wait` of zero, `try_acquire` reports it as `Ok(None)` instead).
+    #[error("lock `{key}` is held by another owner{}; this attempt did not wait (give it a `wait`, or retry later)", ends_in(.remaining))]
+    Busy {
+        /// The lock key, without namespace.
+        key: String,
+        /// About how long the holder's lease has left, where the backend
+        /// said (for a semaphore: the earliest of its permits' leases); the
+        /// holder may renew it.
+        remaining: Option<Duration>,
+    },
     /// Another holder kept the lock for the whole `wait` period.
     #[error("lock `{key}` is held by another owner; gave up after waiting {waited:?} (raise `wait` or retry later)")]
     Timeout {
@@ -73,6 +84,10 @@ pub enum LockError {
     /// No manager was installed and none was passed to the attribute.
     #[error("no LockManager installed: call leasehold::install(manager) at start-up, or pass `manager = …` to #[distributed_lock]")]
     NotInstalled,
+    /// The manager was shut down with `LockManager::shutdown` (by this handle
+    /// or a clone) and takes no more locks.
+    #[error("this LockManager was shut down (LockManager::shutdown) and takes no more locks; build a new manager, or install one, to lock again")]
+    ShutDown,
     /// The options cannot be satisfied, e.g. a zero TTL.
     #[error("invalid lock options: {0}")]
     InvalidOptions(String),
@@ -95,6 +110,13 @@ pub enum LockError {
     },
 }
 
+fn ends_in(remaining: &Option<Duration>) -> String {
+    match remaining {
+        Some(remaining) => format!(" (its lease ends in about {remaining:?} unless renewed)"),
+        None => String::new(),
+    }
+}
+
 fn not_held(key: &Option<String>) -> String {
     match key {
         Some(key) => format!("no lock scope running here holds `{key}`"),
@@ -107,7 +129,10 @@ impl LockError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            LockError::Connection(_) | LockError::Timeout { .. } | LockError::NotReplicated { .. }
+            LockError::Connection(_)
+                | LockError::Busy { .. }
+                | LockError::Timeout { .. }
+                | LockError::NotReplicated { .. }
         )
     }
 }
@@ -117,6 +142,7 @@ impl From<LockError> for std::io::Error {
         let kind = match err {
             LockError::Connection(_) => std::io::ErrorKind::ConnectionRefused,
             LockError::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            LockError::Busy { .. } => std::io::ErrorKind::WouldBlock,
             LockError::InvalidUrl { .. } | LockError::InvalidOptions(_) => {
                 std::io::ErrorKind::InvalidInput
             }

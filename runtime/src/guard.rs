@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::lease::Lease;
+use crate::shutdown::InFlight;
 use crate::LockError;
 
 /// Proof that the lock on [`key`](Self::key) is held.
@@ -112,11 +113,18 @@ impl LockGuard {
         if self.reentered {
             return Ok(());
         }
+        if !self.lease.claim_release() {
+            // `LockManager::shutdown` released it, while this guard held it.
+            return Err(LockError::LeaseLost {
+                key: self.key().to_owned(),
+            });
+        }
         self.lease.stop_watchdog();
         self.lease.end_hold();
         let mut pending = PendingRelease {
             lease: Arc::clone(&self.lease),
             answered: false,
+            _in_flight: self.lease.manager.leases().release_started(),
         };
         let released = unlock(&self.lease).await;
         pending.answered = true;
@@ -130,6 +138,7 @@ impl LockGuard {
 struct PendingRelease {
     lease: Arc<Lease>,
     answered: bool,
+    _in_flight: InFlight,
 }
 
 impl Drop for PendingRelease {
@@ -165,10 +174,12 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             let lease = Arc::clone(lease);
+            let in_flight = lease.manager.leases().release_started();
             runtime.spawn(async move {
                 let mut task = SpawnedRelease {
                     lease: Arc::clone(&lease),
                     done: false,
+                    _in_flight: in_flight,
                 };
                 if sent == Sent::First {
                     let _ = unlock(&lease).await;
@@ -191,6 +202,7 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
 struct SpawnedRelease {
     lease: Arc<Lease>,
     done: bool,
+    _in_flight: InFlight,
 }
 
 impl Drop for SpawnedRelease {
@@ -203,7 +215,7 @@ impl Drop for SpawnedRelease {
 
 /// Deletes the lock, or, within its `hold_at_least`, sets its TTL to the
 /// time left (compare-and-`PEXPIRE`); whether it was still ours.
-async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
+pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
     let backend = lease.manager.backend();
     match lease.hold_left() {
         Some(left) => {
@@ -252,7 +264,7 @@ fn settle(lease: &Lease, ended: Result<bool, LockError>) -> Result<(), LockError
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released || self.reentered {
+        if self.released || self.reentered || !self.lease.claim_release() {
             return;
         }
         self.lease.stop_watchdog();

@@ -7,8 +7,17 @@ use crate::LockManager;
 static DEFAULT: RwLock<Option<LockManager>> = RwLock::new(None);
 
 /// Makes `manager` the default for `#[distributed_lock]` functions that name no
-/// `client`. Call it once at start-up; a later call replaces the default for
+/// `manager`. Call it once at start-up; a later call replaces the default for
 /// calls that start afterwards and returns the previous one.
+///
+/// One per process: the default is a global, shared by every thread and
+/// runtime. It is therefore not for tests that run in parallel in one
+/// binary, which would replace each other's manager: give each its own
+/// through the attribute's `manager = ...` instead.
+///
+/// At the end, call [`LockManager::shutdown`] on it (or any clone): a guard
+/// dropped as `main` or a `#[tokio::test]` returns cannot send its release
+/// once the runtime ends, and its lock would stay until its TTL.
 pub fn install(manager: LockManager) -> Option<LockManager> {
     DEFAULT
         .write()

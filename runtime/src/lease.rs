@@ -45,6 +45,8 @@ pub(crate) enum LeaseStatus {
 /// One acquisition: who, what, for how long, its fencing token once asked
 /// for, and how it is doing.
 pub(crate) struct Lease {
+    /// Its id among the manager's leases (see `shutdown`).
+    id: u64,
     pub(crate) manager: LockManager,
     pub(crate) key: Arc<LockKey>,
     pub(crate) token: OwnerToken,
@@ -61,6 +63,8 @@ pub(crate) struct Lease {
     granted_at: Instant,
     /// Whether the hold has ended (released or its guard dropped).
     ended: AtomicBool,
+    /// Whether its release was started, by its guard or by `shutdown`.
+    release_claimed: AtomicBool,
     /// The `lock.hold` span, open from the grant to the end of the hold.
     span: Mutex<Option<tracing::Span>>,
 }
@@ -69,6 +73,7 @@ impl Lease {
     /// A lease granted by the backend; `requested_at` is when the acquiring
     /// command was sent, so its [`validity`] is counted conservatively from then.
     pub(crate) fn new(
+        id: u64,
         manager: LockManager,
         key: Arc<LockKey>,
         token: OwnerToken,
@@ -89,6 +94,7 @@ impl Lease {
             lost = tracing::field::Empty,
         );
         Lease {
+            id,
             manager,
             key,
             token,
@@ -100,6 +106,7 @@ impl Lease {
             label,
             granted_at: Instant::now(),
             ended: AtomicBool::new(false),
+            release_claimed: AtomicBool::new(false),
             span: Mutex::new(Some(span)),
         }
     }
@@ -119,6 +126,7 @@ impl Lease {
         if self.ended.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.manager.leases().forget(self.id);
         let held = self.granted_at.elapsed();
         let lost = self.is_lost();
         self.label.held(held, lost);
@@ -134,6 +142,12 @@ impl Lease {
                 span.record("fencing_token", fence);
             }
         }
+    }
+
+    /// Whether the caller is the one to release this lease: `true` once,
+    /// for its guard or for `shutdown`, whichever comes first.
+    pub(crate) fn claim_release(&self) -> bool {
+        !self.release_claimed.swap(true, Ordering::AcqRel)
     }
 
     /// Keeps the lock until `until` even if released sooner (see

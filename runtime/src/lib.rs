@@ -49,6 +49,7 @@
 
 mod backend;
 mod builder;
+mod computed;
 mod error;
 mod guard;
 mod install;
@@ -61,6 +62,7 @@ mod options;
 mod pending;
 mod scope;
 mod semaphore;
+mod shutdown;
 mod telemetry;
 mod token;
 mod wait_queue;
@@ -68,6 +70,7 @@ mod watchdog;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::computed::{permits, refused, Computed};
     pub use crate::private::{
         locked, locked_all, locked_all_or_skipped, locked_or_skipped, permitted, read_locked,
         write_locked, Skipped,

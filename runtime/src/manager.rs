@@ -12,6 +12,7 @@ use crate::keys::{KeyKind, KeySpace, LockKey};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
 use crate::pending::PendingAcquire;
+use crate::shutdown::Leases;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
 use crate::wait_queue::Wake;
@@ -49,6 +50,8 @@ struct ManagerInner {
     renewals: Arc<RenewalTimer>,
     /// Written into every owner token this manager issues.
     identity: Identity,
+    /// What it holds, for `shutdown`.
+    leases: Arc<Leases>,
 }
 
 impl LockManager {
@@ -67,6 +70,7 @@ impl LockManager {
                 keys,
                 renewals: Arc::default(),
                 identity,
+                leases: Arc::default(),
             }),
         }
     }
@@ -175,6 +179,11 @@ impl LockManager {
         &self.inner.backend
     }
 
+    /// The leases this manager and its clones hold, and whether it is shut down.
+    pub(crate) fn leases(&self) -> &Arc<Leases> {
+        &self.inner.leases
+    }
+
     pub(crate) fn same_as(&self, other: &LockManager) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -204,18 +213,33 @@ impl LockManager {
     ///
     /// Inside a lock scope that already holds `key` this re-enters (or fails
     /// with `AlreadyHeld` for non-re-entrant options, and with `LeaseLost`
-    /// when the scope's lease on `key` is already lost). Fails with `Timeout`
-    /// when the lock stayed busy, `Connection` when Redis is unreachable
+    /// when the scope's lease on `key` is already lost). Fails with `Busy`
+    /// when the lock is held elsewhere and `wait` is zero (one attempt),
+    /// `Timeout` when it stayed busy for all of a non-zero `wait`,
+    /// `Connection` when Redis is unreachable
     /// (for Redlock: when fewer than a quorum of nodes answer), and
     /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
         let wait = options.wait;
-        self.acquire_within(key, &options, wait)
-            .await?
-            .ok_or(LockError::Timeout {
+        match self.acquire_within(key, &options, wait).await {
+            Ok(Some(guard)) => Ok(guard),
+            Ok(None) => Err(LockError::Timeout {
                 key: key.to_owned(),
                 waited: wait,
-            })
+            }),
+            Err(LockError::Busy {
+                remaining: None, ..
+            }) => Err(busy(key, self.holder_remaining(key).await)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// How long the holder of `key` has left, asked for separately where the
+    /// attempt did not say (a single server's first attempt is a plain
+    /// `SET NX`, which does not tell); `None` when that fails too.
+    async fn holder_remaining(&self, key: &str) -> Option<Duration> {
+        let state = self.backend().inspect(&self.lock_key(key)).await;
+        state.ok().and_then(|state| state.remaining)
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
@@ -224,7 +248,7 @@ impl LockManager {
         key: &str,
         options: LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        self.acquire_within(key, &options, Duration::ZERO).await
+        not_busy(self.acquire_within(key, &options, Duration::ZERO).await)
     }
 
     /// Runs `body` while holding the lock on `key`: acquires first (as
@@ -314,6 +338,8 @@ impl LockManager {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.leases().ensure_open()?;
+        non_empty(key)?;
         let ttl_ms = options.ttl_millis()?;
         let replicas = options.replication()?;
         options.hold()?;
@@ -367,9 +393,9 @@ impl LockManager {
         };
         let granted = match attempt {
             Attempt::Acquired => Some(sent),
-            Attempt::Busy { .. } if wait.is_zero() => {
-                tracing::debug!(key, "lock busy");
-                None
+            Attempt::Busy { remaining } if wait.is_zero() => {
+                tracing::debug!(key, holder_remaining = ?remaining, "lock busy");
+                return Err(busy(key, remaining));
             }
             Attempt::Busy { remaining } => {
                 self.wait_for_release(&request, remaining, started, wait, queue_behind)
@@ -591,7 +617,9 @@ impl LockManager {
     ) -> Arc<Lease> {
         let key = Arc::new(key);
         let label = MetricLabel::new(options, key.kind);
+        let id = self.leases().next_id();
         let mut lease = Lease::new(
+            id,
             self.clone(),
             Arc::clone(&key),
             token.clone(),
@@ -615,7 +643,9 @@ impl LockManager {
         if let Some(hold) = options.hold_at_least {
             lease.hold_until(Instant::now() + hold);
         }
-        Arc::new(lease)
+        let lease = Arc::new(lease);
+        self.leases().record(id, &lease);
+        lease
     }
 }
 
@@ -651,5 +681,35 @@ pub(crate) async fn until_lost<F: Future>(
             output = body => Some(output),
         },
         OnLost::Continue => Some(body.await),
+    }
+}
+
+/// `Err(InvalidOptions)` for an empty key: a lock on "" is almost always a
+/// placeholder that rendered empty, which would make unrelated calls share
+/// one lock.
+pub(crate) fn non_empty(key: &str) -> Result<(), LockError> {
+    if key.is_empty() {
+        return Err(LockError::InvalidOptions(
+            "the lock key is empty: check the values its placeholders render (an empty string makes unrelated calls share one lock)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The error of one attempt, made without waiting, on a lock held elsewhere
+/// whose lease has about `remaining` left.
+pub(crate) fn busy(key: &str, remaining: Option<Duration>) -> LockError {
+    LockError::Busy {
+        key: key.to_owned(),
+        remaining,
+    }
+}
+
+/// `Ok(None)` for [`LockError::Busy`]: what a `try_` method returns for a
+/// held lock.
+pub(crate) fn not_busy<T>(result: Result<Option<T>, LockError>) -> Result<Option<T>, LockError> {
+    match result {
+        Err(LockError::Busy { .. }) => Ok(None),
+        other => other,
     }
 }

@@ -180,6 +180,17 @@ impl LockManager {
                 }
                 Attempts::One => self.try_acquire(key, each.clone()).await,
             };
+            // A key reached when the set's wait had run out was given one
+            // attempt: still the set's wait that ran out.
+            let taken = match taken {
+                Err(LockError::Busy { key, .. }) if !options.wait.is_zero() => {
+                    Err(LockError::Timeout {
+                        key,
+                        waited: options.wait,
+                    })
+                }
+                taken => taken,
+            };
             match taken {
                 Ok(Some(guard)) => guards.push(guard),
                 outcome => {

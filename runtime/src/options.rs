@@ -107,7 +107,8 @@ impl LockOptions {
     }
 
     /// How long `acquire` may wait for a busy lock before `LockError::Timeout`.
-    /// Zero means a single attempt.
+    /// Zero means a single attempt, which fails with `LockError::Busy` when
+    /// the lock is held elsewhere.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
         self

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Attempt, KeyKind, LockKey};
 use crate::guard::LockGuard;
-use crate::manager::until_lost;
+use crate::manager::{busy, non_empty, not_busy, until_lost};
 use crate::pending::PendingAcquire;
 use crate::rw_guard::{ReadGuard, WriteGuard};
 use crate::telemetry::MetricLabel;
@@ -91,8 +91,8 @@ impl LockManager {
     /// writer holds the lock or waits for it.
     ///
     /// Inside a scope holding `key` for reading or writing this re-enters
-    /// (see the section above). Fails with `Timeout` when no read lease came
-    /// in time, `InvalidOptions` for `fenced`, `min_replicas`,
+    /// (see the section above). Fails with `Busy` when a zero `wait` found a
+    /// writer, `Timeout` when no read lease came within a non-zero `wait`, `InvalidOptions` for `fenced`, `min_replicas`,
     /// `hold_at_least`, a zero ttl or a Redlock manager, and `Connection`
     /// when Redis is unreachable. Cancel-safe.
     pub async fn acquire_read(
@@ -114,7 +114,7 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<Option<ReadGuard>, LockError> {
         let guard = self.acquire_rw(key, KeyKind::Read, &options, Duration::ZERO);
-        Ok(guard.await?.map(ReadGuard::new))
+        Ok(not_busy(guard.await)?.map(ReadGuard::new))
     }
 
     /// Takes the write lease on `key`, waiting up to `options.wait` while
@@ -146,7 +146,7 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<Option<WriteGuard>, LockError> {
         let guard = self.acquire_rw(key, KeyKind::Write, &options, Duration::ZERO);
-        Ok(guard.await?.map(WriteGuard::new))
+        Ok(not_busy(guard.await)?.map(WriteGuard::new))
     }
 
     /// Runs `body` holding a read lease on `key`: acquires first (as
@@ -206,6 +206,8 @@ impl LockManager {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.leases().ensure_open()?;
+        non_empty(key)?;
         let ttl_ms = checked_ttl(key, kind, options)?;
         let rw_key = self.key_space().rwlock(key, kind);
         if let Some(lease) = scope::find(self, &rw_key.lock) {
@@ -230,7 +232,10 @@ impl LockManager {
         let (attempt, sent) = self.rw_attempt(&request).await?;
         let granted = match attempt {
             Attempt::Acquired => Some(sent),
-            Attempt::Busy { .. } if wait.is_zero() => None,
+            Attempt::Busy { remaining } if wait.is_zero() => {
+                tracing::debug!(key, ?kind, blocker_remaining = ?remaining, "read/write lock busy");
+                return Err(busy(key, remaining));
+            }
             Attempt::Busy { remaining } => {
                 tracing::debug!(key, ?kind, blocker_remaining = ?remaining, "read/write lock busy; waiting");
                 let _waiting = label.waiting();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{KeyKind, LockKey, PermitAttempt};
 use crate::guard::LockGuard;
-use crate::manager::until_lost;
+use crate::manager::{busy, non_empty, not_busy, until_lost};
 use crate::pending::PendingAcquire;
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
@@ -135,7 +135,9 @@ impl Semaphore {
     /// woken by a release or when the earliest lease would end, never by
     /// polling.
     ///
-    /// Fails with `Timeout` when no permit came free in time, `InvalidOptions`
+    /// Fails with `Busy` when all N are held and `wait` is zero (with the
+    /// time left on the earliest lease), `Timeout` when no permit came free
+    /// within a non-zero `wait`, `InvalidOptions`
     /// for N = 0, a zero ttl, `fenced`, `min_replicas`, `hold_at_least` or a
     /// Redlock manager, `AlreadyHeld` inside a [`with_permit`](Self::with_permit)
     /// body of this semaphore, and `Connection` when Redis is unreachable.
@@ -153,7 +155,7 @@ impl Semaphore {
     /// One attempt, no waiting: `Ok(None)` when all N permits are held.
     /// Errors as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<Permit>, LockError> {
-        self.acquire_within(&options, Duration::ZERO).await
+        not_busy(self.acquire_within(&options, Duration::ZERO).await)
     }
 
     /// Runs `body` while holding a permit: acquires first (as
@@ -233,6 +235,8 @@ impl Semaphore {
         wait: Duration,
         label: &MetricLabel,
     ) -> Result<Option<Permit>, LockError> {
+        self.manager.leases().ensure_open()?;
+        non_empty(&self.key)?;
         let ttl_ms = self.checked_ttl(options)?;
         let key = self.manager.semaphore_key(&self.key);
         let in_own_body = HELD_PERMITS
@@ -257,7 +261,10 @@ impl Semaphore {
         let (attempt, sent) = self.attempt(&request).await?;
         let granted = match attempt {
             PermitAttempt::Acquired { .. } => Some(sent),
-            PermitAttempt::Full { .. } if wait.is_zero() => None,
+            PermitAttempt::Full { retry_in } if wait.is_zero() => {
+                tracing::debug!(key = self.key, earliest_lease_ends_in = ?retry_in, "semaphore full");
+                return Err(busy(&self.key, retry_in));
+            }
             PermitAttempt::Full { retry_in } => {
                 tracing::debug!(key = self.key, earliest_lease_ends_in = ?retry_in, "semaphore full; waiting for a permit");
                 let _waiting = label.waiting();

@@ -144,13 +144,14 @@ impl MetricLabel {
     }
 
     /// Counts one acquisition that ended with `result`: `Ok(Some(_))` held,
-    /// `Ok(None)` busy or timed out (`waited` says which).
+    /// `Ok(None)` busy or timed out (`waited` says which), `Busy` busy.
     fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
         let outcome = match result {
             Ok(Some(_)) => "ok",
             Ok(None) if waited => "timeout",
             Ok(None) => "busy",
             Err(LockError::Timeout { .. }) => "timeout",
+            Err(LockError::Busy { .. }) => "busy",
             Err(_) => "error",
         };
         metrics::counter!(ACQUISITIONS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);

@@ -23,7 +23,7 @@ use leasehold::{
     fencing_token, fencing_token_for, held_locks, lease_lost, LockError, LockManager, LockOptions,
     OnLost,
 };
-use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Harness};
+use support::{assert_lease_lost, fixed_lease, is_owner_token, long, waiting, Harness, LONG_TTL};
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
@@ -42,6 +42,7 @@ support::conformance!(
     with_lock_body_panic_releases_promptly,
     waiter_is_woken_by_release_not_by_holders_ttl,
     waiter_gives_up_with_timeout_while_holder_keeps_lock,
+    one_attempt_on_a_held_lock_is_busy_with_the_holders_time_left,
     waiting_without_limit_does_not_overflow_the_deadline,
     waiter_takes_over_when_crashed_holders_ttl_runs_out,
     concurrent_increments_under_lock_lose_no_updates,
@@ -289,6 +290,27 @@ async fn waiter_is_woken_by_release_not_by_holders_ttl(h: Harness) {
         .unwrap()
         .expect("holder released its own lock");
     waiter.release().await.unwrap();
+}
+
+/// A zero `wait` is one attempt: a held lock is `Busy`, not a `Timeout` of
+/// a wait that never ran, and says how long the holder's lease has left.
+async fn one_attempt_on_a_held_lock_is_busy_with_the_holders_time_left(h: Harness) {
+    let _holder = h.a.acquire("k", long()).await.unwrap();
+    match h.b.acquire("k", long()).await {
+        Err(LockError::Busy { key, remaining }) => {
+            assert_eq!(key, "k");
+            let remaining = remaining.expect("the holder's time left is known");
+            assert!(
+                remaining > Duration::ZERO && remaining <= LONG_TTL,
+                "{remaining:?}"
+            );
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert!(
+        h.b.try_acquire("k", long()).await.unwrap().is_none(),
+        "try_ says busy as None"
+    );
 }
 
 async fn waiter_gives_up_with_timeout_while_holder_keeps_lock(h: Harness) {

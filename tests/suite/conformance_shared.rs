@@ -30,7 +30,7 @@ use leasehold::{
 };
 use support::{
     assert_lease_lost, fixed_lease, is_owner_token, join_within, long, poll_async,
-    readers_kept_out, waiting, Harness, Occupancy, Visit, VisitLog, NO_HANG,
+    readers_kept_out, waiting, Harness, Occupancy, Visit, VisitLog, LONG_TTL, NO_HANG,
 };
 use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
@@ -45,6 +45,7 @@ support::conformance!(
     panic_in_with_permit_body_gives_the_permit_back_promptly,
     permit_waiter_is_woken_by_release_not_by_holders_ttl,
     permit_waiter_gives_up_with_timeout_while_permits_stay_held,
+    one_attempt_on_a_full_semaphore_or_a_written_rwlock_is_busy,
     crashed_holders_permit_comes_back_by_its_ttl_not_before,
     watchdog_keeps_permit_across_three_ttls,
     zero_permits_zero_ttl_and_lock_only_options_are_invalid_not_panics,
@@ -258,6 +259,42 @@ async fn permit_waiter_is_woken_by_release_not_by_holders_ttl(h: Harness) {
     );
     releaser.await.unwrap().expect("the holder's own permit");
     waiter.release().await.unwrap();
+}
+
+/// `result` is `Busy` on `key` with a time left in (0, [`LONG_TTL`]].
+fn assert_busy<T: std::fmt::Debug>(result: Result<T, LockError>, key: &str) {
+    match result {
+        Err(LockError::Busy {
+            key: busy,
+            remaining: Some(remaining),
+        }) => {
+            assert_eq!(busy, key);
+            assert!(
+                remaining > Duration::ZERO && remaining <= LONG_TTL,
+                "{remaining:?}"
+            );
+        }
+        other => panic!("expected Busy with the time left, got {other:?}"),
+    }
+}
+
+/// A zero `wait` on a full semaphore, or on a read/write lock a writer
+/// holds, is `Busy` with the earliest lease's time left; the `try_` forms
+/// say `None`.
+async fn one_attempt_on_a_full_semaphore_or_a_written_rwlock_is_busy(h: Harness) {
+    let _permit = h.a.semaphore("s", 1).acquire(long()).await.unwrap();
+    assert_busy(h.b.semaphore("s", 1).acquire(long()).await, "s");
+    assert!(h
+        .b
+        .semaphore("s", 1)
+        .try_acquire(long())
+        .await
+        .unwrap()
+        .is_none());
+    let _writer = h.a.acquire_write("rw", long()).await.unwrap();
+    assert_busy(h.b.acquire_read("rw", long()).await, "rw");
+    assert_busy(h.b.acquire_write("rw", long()).await, "rw");
+    assert!(h.b.try_acquire_read("rw", long()).await.unwrap().is_none());
 }
 
 async fn permit_waiter_gives_up_with_timeout_while_permits_stay_held(h: Harness) {

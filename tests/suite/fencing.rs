@@ -406,3 +406,21 @@ async fn fencing_counter_expires_when_idle_instead_of_piling_up() {
     );
     guard.release().await.unwrap();
 }
+
+/// Fencing tokens go into `BIGINT` (`i64`) columns: a token is the server's
+/// clock in microseconds (about 2^51 today) or one above the last, far below
+/// 2^63, on a real server and in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_fit_a_signed_64_bit_column() {
+    let server = RedisServer::start();
+    for locks in [connect(&server.url()).await, LockManager::in_memory()] {
+        let guard = locks
+            .acquire("fits", LockOptions::new().fenced(true))
+            .await
+            .unwrap();
+        let token = guard.fencing_token().await.unwrap();
+        assert!(i64::try_from(token).is_ok(), "{token}");
+        assert!(token < 1 << 56, "{token}: microseconds, not near 2^63");
+        guard.release().await.unwrap();
+    }
+}

@@ -293,6 +293,17 @@ async fn nested_fields_and_tuple_indices() {
     assert_eq!(only_call().key, "ann/7/seven");
 }
 
+#[distributed_lock(crate = shim, key = "item:{r#type}:{match}")]
+async fn raw_names(r#type: &str, r#match: u32) -> Result<(), AppError> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn raw_identifiers_are_placeholders_written_either_way() {
+    raw_names("book", 7).await.unwrap();
+    assert_eq!(only_call().key, "item:book:7");
+}
+
 #[distributed_lock(crate = shim, key = "{{literal}}:{id}:}}{{")]
 async fn escaped(id: u32) -> Result<(), AppError> {
     Ok(())
@@ -563,6 +574,25 @@ async fn methods_lock_on_self_fields_with_every_receiver() {
             ("account:1:10+5".to_owned(), None),
             ("account:1".to_owned(), Some(LockManager("shared"))),
             ("account:1".to_owned(), None),
+        ]
+    );
+}
+
+/// A method's label names its type, as operators read it (`dlock show`):
+/// `…::Account::balance`, not only the module's `…::balance`.
+#[tokio::test]
+async fn methods_are_labelled_with_their_type() {
+    Account::new().balance().await.unwrap();
+    Arc::new(Account::new()).shared().await.unwrap();
+    let labels: Vec<_> = take_calls()
+        .into_iter()
+        .map(|call| call.options.label)
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            Some("suite::macro_expansion::Account::balance".to_owned()),
+            Some("suite::macro_expansion::Account::shared".to_owned()),
         ]
     );
 }

@@ -167,7 +167,7 @@ async fn busy_lock_returns_the_error_without_running_the_body() {
         .unwrap();
     let result = stock.report_scope("sku-5").await;
     assert!(
-        matches!(result, Err(ShopError::Lock(LockError::Timeout { .. }))),
+        matches!(result, Err(ShopError::Lock(LockError::Busy { .. }))),
         "{result:?}"
     );
     held.release().await.unwrap();

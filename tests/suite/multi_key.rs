@@ -130,7 +130,7 @@ async fn failed_key_gives_back_the_keys_taken_before_it() {
 
     let result = within(locks.acquire_all(["c", "a", "b"], LockOptions::new())).await;
     assert!(
-        matches!(result, Err(LockError::Timeout { ref key, .. }) if key == "b"),
+        matches!(result, Err(LockError::Busy { ref key, .. }) if key == "b"),
         "{result:?}"
     );
     assert!(is_free(&other, "a").await, "`a` was given back");
@@ -157,7 +157,7 @@ async fn failed_set_with_hold_at_least_gives_back_its_keys_at_once() {
 
     let failed = within(locks.acquire_all(["a", "b"], holding.clone())).await;
     assert!(
-        matches!(failed, Err(LockError::Timeout { ref key, .. }) if key == "b"),
+        matches!(failed, Err(LockError::Busy { ref key, .. }) if key == "b"),
         "{failed:?}"
     );
     assert!(is_free(&other, "a").await, "`a` kept for the hold");

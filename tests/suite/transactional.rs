@@ -3,7 +3,7 @@
 //! both orders of the attributes; it rolls back on error, panic, cancellation
 //! and lost lease; and a flash sale over four lock managers neither oversells
 //! nor duplicates orders.
-#![cfg(feature = "sqlx")]
+#![cfg(feature = "sqlite")]
 
 use crate::support;
 

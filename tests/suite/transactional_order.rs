@@ -5,7 +5,7 @@
 //! whose `locked`, `begin_transaction` and `finish_transaction` log events.
 //! `expansion_contract!` checks at compile time that the shim and the real
 //! crate provide these with the same signatures.
-#![cfg(feature = "sqlx")]
+#![cfg(feature = "sqlite")]
 
 use leasehold::{distributed_lock, transactional};
 use shim::{take_events, DbError, LockError, Pool};
@@ -83,7 +83,7 @@ mod shim {
         pub fn new() -> Self {
             LockOptions
         }
-        pub fn label(self, _label: &str) -> Self {
+        pub fn label(self, _label: impl Into<String>) -> Self {
             self
         }
         pub fn key_template(self, _template: &str) -> Self {

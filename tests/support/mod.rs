@@ -18,7 +18,7 @@
 //! | [`restart`] | taking a lock again after a server restart |
 //! | [`fencing`] | a store that rejects stale fencing tokens |
 //! | [`cancel`] | cancelling a future at each of its `.await` points |
-//! | `sql` (feature `sqlx`) | the error type and increment race of the `#[transactional]` tests |
+//! | `sql` (feature `sqlite` or `postgres`) | the error type and increment race of the `#[transactional]` tests |
 
 // `metrics.rs` and `secrets.rs` compile their own copy of this module and
 // use only part of it: without these, it would warn about the helpers (`dead_code`) and the
@@ -39,7 +39,7 @@ pub mod probes;
 pub mod restart;
 pub mod sentinel;
 pub mod server_state;
-#[cfg(feature = "sqlx")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod sql;
 pub mod wait;
 
@@ -56,6 +56,6 @@ pub use probes::*;
 pub use restart::*;
 pub use sentinel::*;
 pub use server_state::*;
-#[cfg(feature = "sqlx")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::*;
 pub use wait::*;

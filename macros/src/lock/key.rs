@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
+use syn::ext::IdentExt;
 use syn::visit::Visit;
 use syn::{FnArg, Ident, Index, LitStr, Member, Pat, PatIdent, Signature};
 
@@ -63,12 +64,24 @@ fn span_of(key: &LitStr, range: Range<usize>) -> Span {
 /// generated, so the compiler does not suggest edits inside the key text.
 fn access(placeholder: &Placeholder, location: Span) -> TokenStream {
     let span = Span::call_site().located_at(location);
-    let root = Ident::new(&placeholder.root, span);
+    let root = ident(&placeholder.root, span);
     let fields = placeholder.fields.iter().map(|field| match field.parse() {
         Ok(index) => Member::Unnamed(Index { index, span }),
-        Err(_) => Member::Named(Ident::new(field, span)),
+        Err(_) => Member::Named(ident(field, span)),
     });
     quote_spanned! {span=> &#root #(.#fields)* }
+}
+
+/// The identifier `name`, raw (`r#type`) where `name` is a keyword that a
+/// raw identifier may name.
+fn ident(name: &str, span: Span) -> Ident {
+    let keyword = syn::parse_str::<Ident>(name).is_err();
+    let raw_allowed = !matches!(name, "self" | "Self" | "super" | "crate" | "_");
+    if keyword && raw_allowed {
+        Ident::new_raw(name, span)
+    } else {
+        Ident::new(name, span)
+    }
 }
 
 /// The names a placeholder may refer to.
@@ -89,7 +102,9 @@ impl Params {
             match input {
                 FnArg::Receiver(_) => params.names.push("self".to_owned()),
                 FnArg::Typed(typed) => match &*typed.pat {
-                    Pat::Ident(PatIdent { ident, .. }) => params.names.push(ident.to_string()),
+                    Pat::Ident(PatIdent { ident, .. }) => {
+                        params.names.push(ident.unraw().to_string());
+                    }
                     pattern => BoundNames(&mut params.destructured).visit_pat(pattern),
                 },
             }
@@ -130,7 +145,7 @@ struct BoundNames<'a>(&'a mut Vec<String>);
 
 impl Visit<'_> for BoundNames<'_> {
     fn visit_pat_ident(&mut self, pat: &PatIdent) {
-        self.0.push(pat.ident.to_string());
+        self.0.push(pat.ident.unraw().to_string());
         syn::visit::visit_pat_ident(self, pat);
     }
 }

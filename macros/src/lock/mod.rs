@@ -5,6 +5,7 @@ mod duration;
 mod key;
 mod open_transaction;
 mod options;
+mod setting;
 mod stacking;
 mod template;
 
@@ -18,6 +19,7 @@ use crate::shared::errors::{with_error, Errors};
 use crate::shared::mention::mention_params;
 use crate::shared::signature::{self, Requirements};
 use options::{Mode, OnBusy, OnLost, Options};
+use setting::Setting;
 
 const REQUIREMENTS: Requirements = Requirements {
     attribute: "#[distributed_lock]",
@@ -34,6 +36,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     if let Some(reordered) = stacking::move_transaction_inside(&args, &function) {
         return reordered;
+    }
+    if let Some(error) = stacking::runtime_attribute_above(&function) {
+        return with_error(function.into_token_stream(), error);
     }
     let mut errors = Errors::default();
     let options = options::parse(args.clone(), &mut errors);
@@ -101,40 +106,65 @@ fn rewrite(
         },
         None => quote!(::core::option::Option::None),
     };
-    let lock_options = lock_options(options, &krate_here, &sig.ident.to_string());
-
     let return_span = return_type.span();
-    let statements = crate::shared::body::statements(&block, return_type, &return_var);
-    // The call is spanned at the return type: an error type without
-    // `From<LockError>` is reported there.
+    let options_var = Ident::new("__leasehold_options", Span::mixed_site());
+    let permits_var = Ident::new("__leasehold_permits", Span::mixed_site());
+    // A setting computed by the call that cannot be used ends the call with
+    // its `InvalidOptions` before the lock is taken; spanned at the return
+    // type like the entry point's call, which needs the same conversion.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
+    let bail = |checked: TokenStream| {
+        quote_spanned! {return_span=>
+            match #checked {
+                ::core::result::Result::Ok(value) => value,
+                ::core::result::Result::Err(error) => return #krate_at_return::__private::refused(error),
+            }
+        }
+    };
+    let label = label(&sig);
+    let lock_options = lock_options(options, &krate_here, label, bail);
+    let statements = crate::shared::body::statements(&block, return_type, &return_var);
     let one_key = quote!(::std::string::String);
     let several_keys = quote!(::std::vec::Vec<::std::string::String>);
     let (entry, key_type) = match (
         options.on_busy,
         options.several,
-        options.permits,
+        options.permits.is_some(),
         options.mode,
     ) {
         (OnBusy::Wait, true, ..) => (quote!(locked_all), several_keys),
         (OnBusy::Skip, true, ..) => (quote!(locked_all_or_skipped), several_keys),
-        (_, false, Some(_), _) => (quote!(permitted), one_key),
-        (_, false, None, Some(Mode::Read)) => (quote!(read_locked), one_key),
-        (_, false, None, Some(Mode::Write)) => (quote!(write_locked), one_key),
-        (OnBusy::Wait, false, None, None) => (quote!(locked), one_key),
-        (OnBusy::Skip, false, None, None) => (quote!(locked_or_skipped), one_key),
+        (_, false, true, _) => (quote!(permitted), one_key),
+        (_, false, false, Some(Mode::Read)) => (quote!(read_locked), one_key),
+        (_, false, false, Some(Mode::Write)) => (quote!(write_locked), one_key),
+        (OnBusy::Wait, false, false, None) => (quote!(locked), one_key),
+        (OnBusy::Skip, false, false, None) => (quote!(locked_or_skipped), one_key),
     };
-    // `permitted` takes the number of permits after the key.
-    let permits = options.permits.map(|permits| {
-        let permits = Literal::u32_unsuffixed(permits);
-        quote!(#permits,)
-    });
+    // `permitted` takes the number of permits after the key; a computed
+    // number is checked before the lock is taken.
+    let (permits, permits_binding) = match &options.permits {
+        None => (None, None),
+        Some(Setting::Fixed(permits)) => {
+            let permits = Literal::u32_unsuffixed(*permits);
+            (Some(quote!(#permits,)), None)
+        }
+        Some(Setting::Computed(expr)) => {
+            let value = quote_spanned!(expr.span()=> #krate_here::__private::permits(#expr));
+            let checked = bail(value);
+            (
+                Some(quote!(#permits_var,)),
+                Some(quote!(let #permits_var: u32 = #checked;)),
+            )
+        }
+    };
+    // The call is spanned at the return type: an error type without
+    // `From<LockError>` is reported there.
     let call = quote_spanned! {return_span=>
         #krate_at_return::__private::#entry(
             #manager_var,
             #key_var,
             #permits
-            #lock_options,
+            #options_var,
             async move { #statements },
         )
         .await
@@ -146,20 +176,37 @@ fn rewrite(
             #(#inner_attrs)*
             let #key_var: #key_type = #key;
             let #manager_var: ::core::option::Option<#krate_here::LockManager> = #manager;
+            #permits_binding
+            let #options_var = #lock_options;
             #call
         }
     }
 }
 
-/// `LockOptions::new()` labelled with the function's path (`module::name`,
-/// which the lock records for operators) and the key template (the `lock`
-/// label of its metrics), with a setter for each option the user wrote, and
-/// only those: the defaults are the runtime's.
-fn lock_options(options: &Options, krate: &TokenStream, function: &str) -> TokenStream {
-    let millis = |ms: u64| {
-        let ms = Literal::u64_unsuffixed(ms);
-        quote!(::core::time::Duration::from_millis(#ms))
-    };
+/// The path of the function, which the lock records for operators: its
+/// type's path and name for a method (`shop::ExternalApi::call`: the type
+/// is known only where the expansion runs, as `Self`), else its module's
+/// path and name (`shop::call`).
+fn label(sig: &syn::Signature) -> TokenStream {
+    let function = sig.ident.to_string();
+    if sig.receiver().is_some() {
+        quote!(::std::format!("{}::{}", ::core::any::type_name::<Self>(), #function))
+    } else {
+        quote!(::core::concat!(::core::module_path!(), "::", #function))
+    }
+}
+
+/// `LockOptions::new()` labelled with `label` (see [`label`]) and the key
+/// template (the `lock` label of its metrics), with a setter for each option the user wrote, and
+/// only those: the defaults are the runtime's. Settings written as
+/// expressions go through `__private::Computed`, which checks their values;
+/// `bail` makes its result the options or the call's early error.
+fn lock_options(
+    options: &Options,
+    krate: &TokenStream,
+    label: TokenStream,
+    bail: impl Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
     let template = options
         .keys
         .iter()
@@ -167,16 +214,30 @@ fn lock_options(options: &Options, krate: &TokenStream, function: &str) -> Token
         .collect::<Vec<_>>()
         .join(", ");
     let mut setters = quote! {
-        .label(::core::concat!(::core::module_path!(), "::", #function))
+        .label(#label)
         .key_template(#template)
     };
-    if let Some(ttl) = options.ttl_ms {
-        let ttl = millis(ttl);
-        setters.extend(quote!(.ttl(#ttl)));
+    // Setters of `__private::Computed`, for the expressions.
+    let mut computed = TokenStream::new();
+    let mut duration = |name: &str, value: &Setting<u64>| {
+        let name = Ident::new(name, Span::call_site());
+        match value {
+            Setting::Fixed(ms) => {
+                let ms = millis(*ms);
+                setters.extend(quote!(.#name(#ms)));
+            }
+            // Spanned at the expression: a value of the wrong type is reported there.
+            Setting::Computed(expr) => computed.extend(quote_spanned!(expr.span()=> .#name(#expr))),
+        }
+    };
+    if let Some(ttl) = &options.ttl {
+        duration("ttl", ttl);
     }
-    if let Some(wait) = options.wait_ms {
-        let wait = millis(wait);
-        setters.extend(quote!(.wait(#wait)));
+    if let Some(wait) = &options.wait {
+        duration("wait", wait);
+    }
+    if let Some(hold) = &options.hold_at_least {
+        duration("hold_at_least", hold);
     }
     if let Some(renew) = options.renew {
         setters.extend(quote!(.renew(#renew)));
@@ -194,19 +255,50 @@ fn lock_options(options: &Options, krate: &TokenStream, function: &str) -> Token
     if let Some(fenced) = options.fenced {
         setters.extend(quote!(.fenced(#fenced)));
     }
-    if let Some(hold) = options.hold_at_least_ms {
-        let hold = millis(hold);
-        setters.extend(quote!(.hold_at_least(#hold)));
-    }
-    match options.min_replicas {
-        Some((replicas, Some(timeout))) => {
-            let timeout = millis(timeout);
+    match &options.min_replicas {
+        Some((Setting::Fixed(replicas), Some(Setting::Fixed(timeout)))) => {
+            let timeout = millis(*timeout);
             setters.extend(quote!(.min_replicas(#replicas, #timeout)));
         }
-        Some((replicas, None)) => {
+        Some((Setting::Fixed(replicas), None)) => {
             setters.extend(quote!(.min_replicas_default_timeout(#replicas)));
+        }
+        Some((replicas, timeout)) => {
+            let replicas = computed_value(replicas, |count| quote!(#count));
+            let timeout = match timeout {
+                Some(timeout) => {
+                    let timeout = computed_value(timeout, millis);
+                    quote!(::core::option::Option::Some(#timeout))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            computed.extend(quote!(.min_replicas(#replicas, #timeout)));
         }
         None => {}
     }
-    quote!(#krate::LockOptions::new() #setters)
+    let literal = quote!(#krate::LockOptions::new() #setters);
+    if computed.is_empty() {
+        return literal;
+    }
+    bail(quote! {
+        #krate::__private::Computed::new(#literal) #computed .finish()
+    })
+}
+
+/// A literal duration of `ms` milliseconds.
+fn millis(ms: u64) -> TokenStream {
+    let ms = Literal::u64_unsuffixed(ms);
+    quote!(::core::time::Duration::from_millis(#ms))
+}
+
+/// The value of `setting` as an expression: a literal as `literal` writes
+/// it, or the user's expression, spanned there for type errors.
+fn computed_value<T: Copy>(
+    setting: &Setting<T>,
+    literal: impl Fn(T) -> TokenStream,
+) -> TokenStream {
+    match setting {
+        Setting::Fixed(value) => literal(*value),
+        Setting::Computed(expr) => quote_spanned!(expr.span()=> #expr),
+    }
 }

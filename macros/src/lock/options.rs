@@ -5,7 +5,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::{Expr, ExprLit, Lit, LitStr, Path};
 
-use crate::lock::duration::{self, DurationError};
+use crate::lock::setting::{self, Setting};
 use crate::shared::args::{self, Args, Spec, CRATE};
 use crate::shared::errors::Errors;
 
@@ -101,9 +101,11 @@ const SPEC: Spec = Spec {
         CRATE,
     ],
     aliases: &[(CLIENT, MANAGER)],
+    positional: Some(KEY),
 };
 
 /// The attribute's configuration: each option `None` unless written.
+/// Durations are in milliseconds when written as literals.
 pub(crate) struct Options {
     /// The key templates, still unparsed: the key module reads them against
     /// the function's parameters. One for `key`, one or more for `keys`.
@@ -113,22 +115,22 @@ pub(crate) struct Options {
     pub(crate) several: bool,
     /// `permits = N`: the body runs under one of N permits of the key's
     /// semaphore instead of its lock.
-    pub(crate) permits: Option<u32>,
+    pub(crate) permits: Option<Setting<u32>>,
     /// `mode = "read"` or `"write"`: the body runs under a read or the
     /// write lease of the key's read/write lock instead of its lock.
     pub(crate) mode: Option<Mode>,
-    pub(crate) ttl_ms: Option<u64>,
-    pub(crate) wait_ms: Option<u64>,
+    pub(crate) ttl: Option<Setting<u64>>,
+    pub(crate) wait: Option<Setting<u64>>,
     pub(crate) renew: Option<bool>,
     pub(crate) reentrant: Option<bool>,
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) fenced: Option<bool>,
     /// What a call does when the lock is held elsewhere.
     pub(crate) on_busy: OnBusy,
-    pub(crate) hold_at_least_ms: Option<u64>,
+    pub(crate) hold_at_least: Option<Setting<u64>>,
     /// Replicas that must acknowledge the acquisition, and how long to wait
-    /// for them in milliseconds (`None`: the runtime's default).
-    pub(crate) min_replicas: Option<(u32, Option<u64>)>,
+    /// for them (`None`: the runtime's default).
+    pub(crate) min_replicas: Option<(Setting<u32>, Option<Setting<u64>>)>,
     /// Expression giving the manager; `None` uses the installed one.
     pub(crate) manager: Option<Expr>,
     /// Path of the `leasehold` crate; `None` means `::leasehold`.
@@ -215,22 +217,24 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
             (None, false)
         }
     };
-    let ttl = read(&mut args, TTL, millis, errors);
-    let wait = read(&mut args, WAIT, millis, errors);
+    let ttl = read(&mut args, TTL, lease, errors);
+    let wait = read(&mut args, WAIT, setting::duration, errors);
     let renew = read(&mut args, RENEW, args::boolean, errors);
     let reentrant = read(&mut args, REENTRANT, args::boolean, errors);
     let on_lost = read(&mut args, ON_LOST, on_lost, errors);
     let fenced = read(&mut args, FENCED, args::boolean, errors);
     let on_busy = read(&mut args, ON_BUSY, on_busy, errors);
     let hold_at_least = read(&mut args, HOLD_AT_LEAST, hold, errors);
-    if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, wait) {
+    if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, &wait) {
         let message = format!(
             r#"`{WAIT}` has no effect with `{ON_BUSY} = "skip"`, which returns at once when the lock is busy; remove one of them"#
         );
-        errors.push(syn::Error::new(wait_span, message));
+        errors.push(syn::Error::new(*wait_span, message));
     }
     let allow_open_transaction = read(&mut args, ALLOW_OPEN_TRANSACTION, args::boolean, errors);
-    let min_replicas = replication(&mut args, ttl.map(|(ms, _)| ms), errors);
+    let ttl = ttl.map(|(ttl, _)| ttl);
+    let fixed_ttl = ttl.as_ref().and_then(Setting::fixed);
+    let min_replicas = replication(&mut args, fixed_ttl, errors);
     let manager = args.take(MANAGER).map(|arg| arg.value);
     let crate_path = args
         .take(CRATE)
@@ -240,14 +244,14 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         several,
         permits,
         mode,
-        ttl_ms: ttl.map(|(ms, _)| ms),
-        wait_ms: wait.map(|(ms, _)| ms),
+        ttl,
+        wait: wait.map(|(wait, _)| wait),
         renew,
         reentrant,
         on_lost,
         fenced,
         on_busy: on_busy.map_or(OnBusy::Wait, |(on_busy, _)| on_busy),
-        hold_at_least_ms: hold_at_least,
+        hold_at_least,
         min_replicas,
         manager,
         crate_path,
@@ -275,12 +279,13 @@ pub(crate) fn crate_path_only(tokens: TokenStream) -> Option<Path> {
 }
 
 /// `min_replicas` and `replica_timeout`; the timeout needs `min_replicas`,
-/// and without a timeout the runtime chooses its default.
+/// and without a timeout the runtime chooses its default. `ttl_ms` is the
+/// ttl if written as a literal.
 fn replication(
     args: &mut Args,
     ttl_ms: Option<u64>,
     errors: &mut Errors,
-) -> Option<(u32, Option<u64>)> {
+) -> Option<(Setting<u32>, Option<Setting<u64>>)> {
     match (args.take(MIN_REPLICAS), args.take(REPLICA_TIMEOUT)) {
         (None, None) => None,
         (None, Some(timeout)) => {
@@ -302,11 +307,14 @@ fn replication(
     }
 }
 
-/// The replica timeout in milliseconds: at least 1 ms (`WAIT 0` blocks
-/// forever) and shorter than the ttl if written (the lock could expire while
-/// waiting); the runtime checks it against its default ttl.
-fn replica_timeout(value: &Expr, ttl_ms: Option<u64>) -> syn::Result<u64> {
-    let (timeout_ms, span) = millis(value, REPLICA_TIMEOUT)?;
+/// The replica timeout: a literal is at least 1 ms (`WAIT 0` blocks
+/// forever) and shorter than a literal ttl (the lock could expire while
+/// waiting); the runtime checks the rest.
+fn replica_timeout(value: &Expr, ttl_ms: Option<u64>) -> syn::Result<Setting<u64>> {
+    let (timeout, span) = setting::duration(value, REPLICA_TIMEOUT)?;
+    let Setting::Fixed(timeout_ms) = timeout else {
+        return Ok(timeout);
+    };
     if timeout_ms == 0 {
         let message = format!(
             "`{REPLICA_TIMEOUT}` must be at least 1ms: Redis `WAIT` with 0 would block forever"
@@ -321,72 +329,46 @@ fn replica_timeout(value: &Expr, ttl_ms: Option<u64>) -> syn::Result<u64> {
             );
             Err(syn::Error::new(span, message))
         }
-        _ => Ok(timeout_ms),
+        _ => Ok(timeout),
     }
 }
 
-/// A whole number of replicas, at least 1.
-fn replica_count(value: &Expr) -> syn::Result<u32> {
-    let count = match value {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(count),
-            ..
-        }) => count.base10_parse::<u32>().ok(),
-        _ => None,
-    };
-    count.filter(|&count| count > 0).ok_or_else(|| {
-        let message = format!(
-            "`{MIN_REPLICAS}` takes a whole number of replicas, at least 1, e.g. `{MIN_REPLICAS} = 1`"
-        );
-        syn::Error::new_spanned(value, message)
-    })
+/// A whole number of replicas, at least 1, or a `u32` expression.
+fn replica_count(value: &Expr) -> syn::Result<Setting<u32>> {
+    let expected = format!(
+        "`{MIN_REPLICAS}` takes a whole number of replicas, at least 1, e.g. `{MIN_REPLICAS} = 1`, or a `u32` expression"
+    );
+    match setting::count(value, &expected)? {
+        Setting::Fixed(0) => Err(syn::Error::new_spanned(value, expected)),
+        count => Ok(count),
+    }
 }
 
-/// `permits = N`: a whole number of permits, at least 1.
-fn permit_count(value: &Expr, option: &str) -> syn::Result<u32> {
-    let count = match value {
-        Expr::Lit(ExprLit {
-            lit: Lit::Int(count),
-            ..
-        }) => count.base10_parse::<u32>().ok(),
-        _ => None,
-    };
-    match count {
-        Some(0) => {
+/// `permits = N`: a whole number of permits, at least 1, or a `u32` expression.
+fn permit_count(value: &Expr, option: &str) -> syn::Result<Setting<u32>> {
+    let expected = format!(
+        "`{option}` takes a whole number of holders allowed at once, at least 1, e.g. `{option} = 8`, or a `u32` expression such as `{option} = self.limits.{option}`"
+    );
+    match setting::count(value, &expected)? {
+        Setting::Fixed(0) => {
             let message =
                 format!("`{option}` must be at least 1: a semaphore of 0 permits admits nobody");
             Err(syn::Error::new_spanned(value, message))
         }
-        Some(count) => Ok(count),
-        None => {
-            let message = format!(
-                "`{option}` takes a whole number of holders allowed at once, at least 1, e.g. `{option} = 8`"
-            );
-            Err(syn::Error::new_spanned(value, message))
-        }
+        count => Ok(count),
     }
 }
 
-/// A duration such as `"30s"`, in milliseconds, with the span of its literal;
-/// `ttl` must not be zero.
-fn millis(value: &Expr, option: &str) -> syn::Result<(u64, Span)> {
-    let text = args::string(value, option, r#""30s""#)?;
-    let invalid = |reason: DurationError| {
-        let message = format!(
-            "invalid duration {:?} for `{option}`: {reason}; accepted forms: {}",
-            text.value(),
-            duration::ACCEPTED_FORMS
-        );
-        syn::Error::new(text.span(), message)
-    };
-    let millis = duration::parse_millis(&text.value()).map_err(invalid)?;
-    if option == TTL && millis == 0 {
+/// `ttl`: a duration, not zero if written as a literal.
+fn lease(value: &Expr, option: &str) -> syn::Result<(Setting<u64>, Span)> {
+    let (ttl, span) = setting::duration(value, option)?;
+    if let Setting::Fixed(0) = ttl {
         let message = format!(
             "`{TTL}` must be greater than zero: the lease would expire before the body runs"
         );
-        return Err(syn::Error::new(text.span(), message));
+        return Err(syn::Error::new(span, message));
     }
-    Ok((millis, text.span()))
+    Ok((ttl, span))
 }
 
 /// `keys = ["a:{x}", "b:{y}"]`: an array of one or more string literals.
@@ -430,9 +412,13 @@ fn on_busy(value: &Expr, option: &str) -> syn::Result<(OnBusy, Span)> {
     }
 }
 
-/// `hold_at_least`: a duration above zero and at most 365 days, in ms.
-fn hold(value: &Expr, option: &str) -> syn::Result<u64> {
-    let (ms, span) = millis(value, option)?;
+/// `hold_at_least`: a duration, above zero and at most 365 days if written
+/// as a literal.
+fn hold(value: &Expr, option: &str) -> syn::Result<Setting<u64>> {
+    let (hold, span) = setting::duration(value, option)?;
+    let Setting::Fixed(ms) = hold else {
+        return Ok(hold);
+    };
     if ms == 0 {
         let message =
             format!("`{option}` must be greater than zero (leave it out to release at once)");
@@ -442,7 +428,7 @@ fn hold(value: &Expr, option: &str) -> syn::Result<u64> {
         let message = format!("`{option}` must be at most 365 days, the longest lease");
         return Err(syn::Error::new(span, message));
     }
-    Ok(ms)
+    Ok(hold)
 }
 
 /// `"read"` or `"write"`, with the span of the literal.

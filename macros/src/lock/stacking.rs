@@ -1,7 +1,9 @@
-//! `#[distributed_lock]` stacked with `#[transactional]`: whichever is
-//! written first, the lock ends up outside the transaction.
+//! `#[distributed_lock]` stacked with other attributes: with
+//! `#[transactional]`, whichever is written first, the lock ends up outside
+//! the transaction; below `#[tokio::test]` or `#[tokio::main]`, which have
+//! already made the function synchronous, it says to move it up.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::{AttrStyle, Attribute, ItemFn};
 
@@ -38,4 +40,32 @@ fn is_transactional(attr: &Attribute) -> bool {
             .segments
             .last()
             .is_some_and(|last| last.ident == "transactional")
+}
+
+/// The error for a function that a runtime attribute written above this one
+/// (`#[tokio::test]`, `#[tokio::main]`) has already expanded: no longer
+/// `async`, and marked `#[test]` or named `main`. `None` otherwise, and for
+/// any `async fn`.
+pub(crate) fn runtime_attribute_above(function: &ItemFn) -> Option<syn::Error> {
+    if function.sig.asyncness.is_some() {
+        return None;
+    }
+    let test = function.attrs.iter().any(|attr| ends_with(attr, "test"));
+    let above = match (test, function.sig.ident == "main") {
+        (true, _) => "#[tokio::test]",
+        (false, true) => "#[tokio::main]",
+        (false, false) => return None,
+    };
+    let message = format!(
+        "write `#[distributed_lock]` above `{above}`: attributes expand from the top, and `{above}` has already turned this `async fn` into a plain `fn` that runs it"
+    );
+    Some(syn::Error::new(Span::call_site(), message))
+}
+
+/// Whether `attr`'s path ends with `name` (`#[test]`, `#[::core::prelude::v1::test]`).
+fn ends_with(attr: &Attribute, name: &str) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == name)
 }

@@ -125,7 +125,10 @@ fn placeholder(text: &str, range: Range<usize>) -> Result<Placeholder, TemplateE
             range,
         ));
     }
-    let mut segments = inner.split('.');
+    // A raw identifier (`r#type`) names what `type` would, were it not a keyword.
+    let mut segments = inner
+        .split('.')
+        .map(|name| name.strip_prefix("r#").unwrap_or(name));
     let root = segments.next().unwrap_or_default();
     let fields: Vec<&str> = segments.collect();
     if !is_identifier(root) || !fields.iter().all(|field| is_field(field)) {
@@ -204,6 +207,16 @@ mod tests {
         assert_eq!(
             roots(&template),
             vec![("order", vec!["id"]), ("user_id", vec![])]
+        );
+    }
+
+    #[test]
+    fn raw_identifiers_name_what_they_would_without_r_hash() {
+        let template = ok("{r#type}:{item.r#match}:{type}");
+        assert_eq!(template.format, "{}:{}:{}");
+        assert_eq!(
+            roots(&template),
+            vec![("type", vec![]), ("item", vec!["match"]), ("type", vec![])]
         );
     }
 

@@ -5,8 +5,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote_spanned, ToTokens};
 use syn::ext::IdentExt;
-use syn::parse::{Parse, ParseStream, Parser};
-use syn::punctuated::Punctuated;
+use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprLit, ExprPath, Ident, Lit, LitStr, Path, Token};
 
 use crate::shared::errors::Errors;
@@ -21,6 +20,9 @@ pub(crate) struct Spec {
     pub(crate) options: &'static [&'static str],
     /// Other names accepted for an option, as `(other name, option)`.
     pub(crate) aliases: &'static [(&'static str, &'static str)],
+    /// The option a string literal written alone most likely means
+    /// (`#[distributed_lock("order:{id}")]`: `key`), for its error.
+    pub(crate) positional: Option<&'static str>,
 }
 
 impl Spec {
@@ -52,8 +54,21 @@ pub(crate) struct Arg {
     pub(crate) value: Expr,
 }
 
-impl Parse for Arg {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+impl Arg {
+    /// One `name = value` of an attribute with `spec`; a string literal
+    /// without a name is refused with the name it most likely needs.
+    fn parse(input: ParseStream<'_>, spec: &Spec) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            let text: LitStr = input.parse()?;
+            let message = match spec.positional {
+                Some(option) => format!(
+                    "write `{option} = {}`: every option is written `name = value`, `{option}` too",
+                    text.token()
+                ),
+                None => "options are written `name = value`".to_owned(),
+            };
+            return Err(syn::Error::new(text.span(), message));
+        }
         // `crate` is a keyword, hence `parse_any`.
         let name = input.call(Ident::parse_any)?;
         if !input.peek(Token![=]) {
@@ -76,8 +91,18 @@ impl Args {
     /// the same or another of its names, and leaves them out. `None` when the
     /// arguments are not `name = value` pairs.
     pub(crate) fn parse(tokens: TokenStream, spec: &Spec, errors: &mut Errors) -> Option<Args> {
-        let written =
-            errors.check(Punctuated::<Arg, Token![,]>::parse_terminated.parse2(tokens))?;
+        // `name = value` pairs separated by commas, a trailing one allowed.
+        let parser = |input: ParseStream<'_>| {
+            let mut written = Vec::new();
+            while !input.is_empty() {
+                written.push(Arg::parse(input, spec)?);
+                if !input.is_empty() {
+                    input.parse::<Token![,]>()?;
+                }
+            }
+            Ok(written)
+        };
+        let written = errors.check(parser.parse2(tokens))?;
         let mut args: Vec<(&'static str, Arg)> = Vec::new();
         for arg in written {
             let Some(option) = spec.option(&arg.name) else {
@@ -182,6 +207,7 @@ mod tests {
     const SPEC: Spec = Spec {
         options: &["key", "manager", CRATE],
         aliases: &[("client", "manager")],
+        positional: Some("key"),
     };
 
     /// The options parsed, in order, and the error messages.
@@ -236,6 +262,15 @@ mod tests {
         let mut args = Args::parse(quote!(client = m), &SPEC, &mut errors).unwrap();
         assert_eq!(args.take("manager").unwrap().name, "client");
         assert!(args.take("manager").is_none());
+    }
+
+    #[test]
+    fn a_key_without_its_name_is_shown_with_it() {
+        let (_, errors) = parse(quote!("order:{id}", manager = m));
+        assert_eq!(
+            errors,
+            [r#"write `key = "order:{id}"`: every option is written `name = value`, `key` too"#]
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod options;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Ident, ItemFn, Type};
 
@@ -29,6 +30,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::default();
     let options = options::parse(args.clone(), &mut errors);
+    if let Some(options) = &options {
+        check_binding_is_free(&function.sig, &options.tx, &mut errors);
+    }
     let return_type = signature::check(&function.sig, &REQUIREMENTS, &mut errors);
     match (errors.finish(), options, return_type) {
         (Ok(()), Some(options), Some(return_type)) => rewrite(function, &options, &return_type),
@@ -37,6 +41,31 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             with_error(function.into_token_stream(), error)
         }
         (Ok(()), ..) => unreachable!("a step that yields nothing records an error"),
+    }
+}
+
+/// Records an error at a parameter named as the transaction's binding
+/// `tx`: the body would see the transaction under that name, not the
+/// parameter.
+fn check_binding_is_free(sig: &syn::Signature, tx: &Ident, errors: &mut Errors) {
+    for input in &sig.inputs {
+        let syn::FnArg::Typed(typed) = input else {
+            continue;
+        };
+        let syn::Pat::Ident(param) = &*typed.pat else {
+            continue;
+        };
+        if param.ident.unraw() == tx.unraw() {
+            let example = if tx == "tx" {
+                ", e.g. `#[transactional(pool = ..., tx = conn)]`"
+            } else {
+                ""
+            };
+            let message = format!(
+                "parameter `{tx}` has the name `#[transactional]` gives the transaction, which would hide it in the body; rename the parameter, or give the transaction another name with `tx = ...`{example}"
+            );
+            errors.push(syn::Error::new(param.ident.span(), message));
+        }
     }
 }
 

@@ -14,6 +14,7 @@ const BEGIN: &str = "begin";
 const SPEC: Spec = Spec {
     options: &[POOL, TX, BEGIN, CRATE],
     aliases: &[],
+    positional: None,
 };
 
 /// The attribute's configuration.
@@ -22,7 +23,8 @@ pub(crate) struct Options {
     pub(crate) pool: Expr,
     /// The name the body sees the transaction under (`tx` unless written).
     pub(crate) tx: Ident,
-    /// The statement that opens the transaction, instead of the driver's.
+    /// The statement that opens the transaction; `None` leaves the choice to
+    /// the runtime (`BEGIN IMMEDIATE` on SQLite, else the driver's `BEGIN`).
     pub(crate) begin: Option<LitStr>,
     /// Path of the `leasehold` crate; `None` means `::leasehold`.
     pub(crate) crate_path: Option<Path>,
