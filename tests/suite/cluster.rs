@@ -108,7 +108,8 @@ where
 }
 
 /// A task that waits for `key` on `locks` until it gets it, riding out the
-/// errors of a cluster in flux, and then takes its fencing token.
+/// errors of a cluster in flux, and then takes its fencing token, riding
+/// them out again.
 fn waiter(locks: LockManager, key: String) -> tokio::task::JoinHandle<(LockGuard, u64)> {
     tokio::spawn(async move {
         let guard: LockGuard = until_some(KEEP + FOLLOW, "the waiter", || async {
@@ -122,7 +123,12 @@ fn waiter(locks: LockManager, key: String) -> tokio::task::JoinHandle<(LockGuard
                 })
         })
         .await;
-        let token = guard.fencing_token().await.expect("token while held");
+        // The cluster may still be settling: a token request that times out
+        // issues nothing (see `LockGuard::fencing_token`) and is asked again.
+        let token = until_some(FOLLOW, "the waiter's fencing token", || async {
+            guard.fencing_token().await.map(Some)
+        })
+        .await;
         (guard, token)
     })
 }
