@@ -1,7 +1,19 @@
-//! Loopback ports owned by servers of this process.
+//! Loopback ports owned by servers of this process, and kept from the test
+//! processes running beside it.
+//!
+//! A reservation is held twice: in this process's set, and as an exclusive
+//! lock on a file named after the port in a directory every process on the
+//! machine shares. The file lock keeps another test binary, started beside
+//! this one, from starting a server on the port of a server this process
+//! killed and will restart: a replica still trying to reach that address
+//! would otherwise sync from the stranger and lose its data (seen once in
+//! every few runs when the test binaries ran side by side). The OS drops the
+//! lock when the process ends, however it ends.
 
 use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::process::{addr, StartError};
@@ -17,6 +29,8 @@ const MAX_PICKS: usize = 32;
 #[derive(Debug)]
 pub(crate) struct PortReservation {
     port: u16,
+    /// Locked while this lives; unlocked when dropped.
+    _lock: File,
 }
 
 impl PortReservation {
@@ -46,13 +60,38 @@ impl PortReservation {
         self.port
     }
 
-    /// Reserves `port` unless it is already reserved.
+    /// Reserves `port` unless this process or another one reserved it.
     fn claim(port: u16) -> Option<Self> {
         // Lazily built: dropping a reservation that was never claimed would
         // release another's port (and relock the set while it is held).
-        let newly_reserved = reserved().insert(port);
-        newly_reserved.then(|| PortReservation { port })
+        if !reserved().insert(port) {
+            return None;
+        }
+        match machine_lock(port) {
+            Some(lock) => Some(PortReservation { port, _lock: lock }),
+            None => {
+                reserved().remove(&port);
+                None
+            }
+        }
     }
+}
+
+/// An exclusive lock on `port`'s file in the machine-wide directory, or
+/// `None` when another process holds it (or the file cannot be opened, which
+/// counts as held: another port will do).
+fn machine_lock(port: u16) -> Option<File> {
+    let directory = std::env::temp_dir().join("leasehold-testkit-ports");
+    std::fs::create_dir_all(&directory).ok()?;
+    let path: PathBuf = directory.join(port.to_string());
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .ok()?;
+    file.try_lock().ok()?;
+    Some(file)
 }
 
 impl Drop for PortReservation {
@@ -86,5 +125,21 @@ mod tests {
         assert!(PortReservation::exact(port).is_err());
         drop(first);
         assert_eq!(PortReservation::exact(port).unwrap().port(), port);
+    }
+
+    #[test]
+    fn a_port_locked_by_another_process_is_not_reserved() {
+        let first = PortReservation::free().unwrap();
+        let port = first.port();
+        // What another process's reservation holds: the port's file, locked.
+        drop(first);
+        let other = machine_lock(port).expect("the port's file is free again");
+        assert!(PortReservation::exact(port).is_err());
+        assert!(
+            !reserved().contains(&port),
+            "a refused claim leaves no entry"
+        );
+        drop(other);
+        assert!(PortReservation::exact(port).is_ok());
     }
 }
