@@ -161,8 +161,11 @@ enum Sent {
 /// Releases `lease` before returning where its backend needs no I/O (the
 /// in-memory table), so that a dropped guard's lock is free when `drop`
 /// returns. Otherwise sends the release from a task on the current Tokio
-/// runtime; outside one (or while it shuts down, when the task never runs)
-/// the lock expires after its TTL, with a warning.
+/// runtime, or, outside one, on the runtime the manager was built on. A
+/// release task dropped before it finished (its runtime shut down, say a
+/// `#[tokio::test]` or a worker pool's runtime ending while the manager's
+/// own runtime runs on) is sent again on the manager's runtime. With neither
+/// runtime running, the lock expires after its TTL, with a warning.
 fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
     let backend = lease.manager.backend();
     if let Some(owned) = backend.end_in_place(&lease.key, &lease.token, lease.hold_left()) {
@@ -172,44 +175,87 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
         return;
     }
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            let lease = Arc::clone(lease);
-            let in_flight = lease.manager.leases().release_started();
-            runtime.spawn(async move {
-                let mut task = SpawnedRelease {
-                    lease: Arc::clone(&lease),
-                    done: false,
-                    _in_flight: in_flight,
-                };
-                if sent == Sent::First {
-                    let _ = unlock(&lease).await;
-                } else {
-                    let resent = end_lock(&lease).await;
-                    tracing::debug!(key = %lease.key.user, ?resent, "release sent again after a cancelled release()");
-                }
-                task.done = true;
-            });
-        }
-        Err(_) => tracing::warn!(
-            key = %lease.key.user,
-            "lock released outside a Tokio runtime; the lock expires after its TTL"
-        ),
+        Ok(runtime) => SpawnedRelease::new(lease, sent, Fallback::ManagersRuntime).spawn(&runtime),
+        Err(_) => match lease.manager.runtime() {
+            Some(runtime) => SpawnedRelease::new(lease, sent, Fallback::None).spawn(runtime),
+            None => tracing::warn!(
+                key = %lease.key.user,
+                "lock released outside a Tokio runtime; the lock expires after its TTL"
+            ),
+        },
     }
 }
 
-/// The task of a spawned release. Dropped before it completed (by a runtime
-/// shutting down), it warns: the lock then stays until its TTL ends.
+/// Where a release task that could not finish is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fallback {
+    /// On the runtime the manager was built on.
+    ManagersRuntime,
+    /// Nowhere: the lock expires after its TTL.
+    None,
+}
+
+/// A release sent from a task. Dropped before it completed (its runtime shut
+/// down), it is sent again on the manager's runtime, once; failing that, it
+/// warns: the lock then stays until its TTL ends.
 struct SpawnedRelease {
     lease: Arc<Lease>,
+    sent: Sent,
+    fallback: Fallback,
     done: bool,
-    _in_flight: InFlight,
+    in_flight: Option<InFlight>,
+}
+
+impl SpawnedRelease {
+    fn new(lease: &Arc<Lease>, sent: Sent, fallback: Fallback) -> Self {
+        SpawnedRelease {
+            lease: Arc::clone(lease),
+            sent,
+            fallback,
+            done: false,
+            in_flight: Some(lease.manager.leases().release_started()),
+        }
+    }
+
+    /// Runs the release on `runtime`. The task owns `self` from the start,
+    /// so a task dropped before its first poll still falls back.
+    fn spawn(self, runtime: &tokio::runtime::Handle) {
+        runtime.spawn(self.run());
+    }
+
+    async fn run(mut self) {
+        if self.sent == Sent::First {
+            let _ = unlock(&self.lease).await;
+        } else {
+            let resent = end_lock(&self.lease).await;
+            tracing::debug!(key = %self.lease.key.user, ?resent, "release sent again after a cancelled release()");
+        }
+        self.done = true;
+    }
 }
 
 impl Drop for SpawnedRelease {
     fn drop(&mut self) {
-        if !self.done {
-            tracing::warn!(key = %self.lease.key.user, "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
+        if self.done {
+            return;
         }
+        if let (Fallback::ManagersRuntime, Some(runtime)) =
+            (self.fallback, self.lease.manager.runtime())
+        {
+            tracing::debug!(key = %self.lease.key.user, "release task dropped with its runtime; sending it again on the manager's runtime");
+            // The first may have arrived: a lock no longer ours is then not
+            // a loss to report.
+            let again = SpawnedRelease {
+                lease: Arc::clone(&self.lease),
+                sent: Sent::Again,
+                fallback: Fallback::None,
+                done: false,
+                in_flight: self.in_flight.take(),
+            };
+            again.spawn(runtime);
+            return;
+        }
+        tracing::warn!(key = %self.lease.key.user, "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
     }
 }
 

@@ -52,6 +52,9 @@ struct ManagerInner {
     identity: Identity,
     /// What it holds, for `shutdown`.
     leases: Arc<Leases>,
+    /// The Tokio runtime it was built on, if any: a release whose own
+    /// runtime ended before it could be sent is sent from there.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl LockManager {
@@ -71,6 +74,7 @@ impl LockManager {
                 renewals: Arc::default(),
                 identity,
                 leases: Arc::default(),
+                runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         }
     }
@@ -177,6 +181,11 @@ impl LockManager {
 
     pub(crate) fn backend(&self) -> &Arc<Backend> {
         &self.inner.backend
+    }
+
+    /// The Tokio runtime this manager was built on, if it was built on one.
+    pub(crate) fn runtime(&self) -> Option<&tokio::runtime::Handle> {
+        self.inner.runtime.as_ref()
     }
 
     /// The leases this manager and its clones hold, and whether it is shut down.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use leasehold::{LockError, LockManager, LockOptions};
 use leasehold_testkit::RedisServer;
-use support::{connect, is_held, long, within, Harness};
+use support::{becomes_free, connect, is_held, long, within, Harness};
 
 /// Whether `locks` sees the lock, the read/write lock and the semaphore
 /// named in [`hold_every_kind`], and the keys of its set, all free.
@@ -184,5 +184,25 @@ async fn a_guard_dropped_as_its_runtime_ends_keeps_the_lock_unless_shut_down() {
     assert!(
         !is_held(&observer, "freed").await,
         "shut down: free at once"
+    );
+}
+
+/// Issue 25, defect 5: a guard dropped as *its* runtime ends, on a manager
+/// built on a runtime that still runs (one manager shared by a test harness
+/// or a worker pool with runtimes of their own), is released from the
+/// manager's runtime instead of keeping the lock until its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_as_its_runtime_ends_is_released_on_the_managers_runtime() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let shared = locks.clone();
+    in_a_runtime_that_ends(async move {
+        let options = LockOptions::new().ttl(Duration::from_secs(60));
+        let guard = shared.acquire("shared", options).await.unwrap();
+        drop(guard);
+    });
+    assert!(
+        becomes_free(&locks, "shared").await,
+        "released from the manager's runtime, not kept for its 60 s TTL"
     );
 }
