@@ -4,8 +4,10 @@
 //! Each test starts its own topology on free 127.0.0.1 ports. Every loop is
 //! bounded in count.
 
+use std::time::Duration;
+
 use leasehold_testkit::{
-    key_slot, RedisCluster, RedisSentinel, RedisServer, RespValue, CLUSTER_SLOTS,
+    key_slot, poll_until, RedisCluster, RedisSentinel, RedisServer, RespValue, CLUSTER_SLOTS,
 };
 
 fn ok() -> RespValue {
@@ -162,7 +164,19 @@ fn killed_cluster_primary_is_replaced_by_its_replica_with_the_replicated_data() 
     let key = key_served_by(&cluster, primary);
     assert_eq!(primary.command(&["SET", &key, "kept"]), Ok(ok()));
     replicate(primary, 1);
-    let (killed, replica) = (primary.url(), cluster.replicas_of(primary)[0].port());
+    // WAIT alone is not proof here: a replica of a cluster this young may not
+    // have had its first sync yet (diskless syncs start after a delay), and a
+    // promoted replica that never synced was found without the key, its
+    // replication offset 0. The replica must hold the key before the kill.
+    let replica_node = cluster.replicas_of(primary)[0];
+    assert!(
+        poll_until(Duration::from_secs(15), || replica_node
+            .command(&["DBSIZE"])
+            .is_ok_and(|keys| keys.as_integer() == Some(1))),
+        "the replica never received the key: {:?}",
+        replica_node.command(&["INFO", "replication"])
+    );
+    let (killed, replica) = (primary.url(), replica_node.port());
 
     let promoted = cluster.kill_primary(0);
 
