@@ -33,8 +33,23 @@
 //! neither, a name reads back one way only: the namespace runs to the first
 //! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
-use crate::operations::LockKind;
 use crate::LockError;
+
+/// The kinds of lock a key can have; each keeps its own state, so one user
+/// key can be held as several kinds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A plain lock (`acquire`, `#[distributed_lock]`): see
+    /// [`LockManager::inspect`](crate::LockManager::inspect).
+    Lock,
+    /// A read/write lock (`acquire_read`, `acquire_write`): see
+    /// [`LockManager::inspect_rw`](crate::LockManager::inspect_rw).
+    ReadWrite,
+    /// A counting semaphore (`semaphore(key, n)`): see
+    /// [`Semaphore::inspect`](crate::Semaphore::inspect).
+    Semaphore,
+}
 
 /// What follows `base-` in an internal key's name, one per role.
 const INTERNAL_ROLES: [&str; 8] = [

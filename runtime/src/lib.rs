@@ -47,26 +47,23 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod acquire;
+mod admin;
 mod backend;
 mod builder;
 mod computed;
 mod error;
-mod guard;
 mod install;
 mod keys;
-mod leader;
+mod kinds;
 mod lease;
 mod manager;
-mod operations;
 mod options;
-mod pending;
-mod scope;
-mod semaphore;
-mod shutdown;
+mod private;
+mod redact;
 mod telemetry;
 mod token;
-mod wait_queue;
-mod watchdog;
+mod validity;
 
 #[doc(hidden)]
 pub mod __private {
@@ -76,27 +73,22 @@ pub mod __private {
         write_locked, Skipped,
     };
 }
-mod multi;
-mod private;
-mod redact;
-mod rw_guard;
-mod rwlock;
 
-pub use builder::LockManagerBuilder;
-pub use error::LockError;
-pub use guard::LockGuard;
-pub use install::{install, installed};
-pub use leader::{Leadership, Term};
-pub use manager::LockManager;
-pub use multi::MultiGuard;
-pub use operations::{
+pub use admin::{
     ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, LeaseInfo, ListedLock, LockInfo,
     LockKind, RwLockInfo, SemaphoreInfo,
 };
+pub use builder::LockManagerBuilder;
+pub use error::LockError;
+pub use install::{install, installed};
+pub use kinds::leader::{Leadership, Term};
+pub use kinds::multi::MultiGuard;
+pub use kinds::rw_guard::{ReadGuard, WriteGuard};
+pub use kinds::semaphore::{Permit, Semaphore};
+pub use lease::guard::LockGuard;
+pub use lease::scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
+pub use manager::LockManager;
 pub use options::{LockOptions, OnLost};
 pub use redact::redact_url;
-pub use rw_guard::{ReadGuard, WriteGuard};
-pub use scope::{fencing_token, fencing_token_for, held_locks, lease_lost};
-pub use semaphore::{Permit, Semaphore};
 pub use telemetry::describe_metrics;
 pub use token::Holder;

@@ -6,18 +6,19 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+use crate::acquire::pending::PendingAcquire;
+use crate::backend::wait_queue::Wake;
 use crate::backend::{Attempt, Backend};
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeyKind, KeySpace, LockKey};
+use crate::lease::scope;
+use crate::lease::shutdown::Leases;
+use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
 use crate::lease::Lease;
 use crate::options::MinReplicas;
-use crate::pending::PendingAcquire;
-use crate::shutdown::Leases;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
-use crate::wait_queue::Wake;
-use crate::watchdog::{RenewalTimer, Watchdog, Watched};
-use crate::{scope, LockError, LockGuard, LockOptions, OnLost};
+use crate::{LockError, LockGuard, LockOptions, OnLost};
 
 /// How long a newcomer queued behind local waiters waits for a release
 /// message before it tries anyway (the holder may be in another process and

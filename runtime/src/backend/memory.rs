@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
+use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::token::OwnerToken;
-use crate::wait_queue::{WaitQueues, WaitTicket};
 
 /// Longest counter retention (100 years, as in `fence.lua`), and the lease
 /// of a ttl too long for an `Instant`: no ttl can overflow a deadline.

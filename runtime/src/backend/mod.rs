@@ -23,6 +23,7 @@ mod semaphore;
 mod sentinel;
 mod switches;
 mod tls;
+pub(crate) mod wait_queue;
 
 use std::time::Duration;
 
@@ -38,10 +39,10 @@ pub(crate) use self::semaphore::PermitAttempt;
 pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
+use crate::backend::wait_queue::WaitTicket;
 pub(crate) use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
-use crate::wait_queue::WaitTicket;
 use crate::LockError;
 
 /// The outcome of one acquisition attempt.

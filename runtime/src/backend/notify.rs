@@ -44,7 +44,7 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 
 use super::acl::permission_denied;
 use super::connection::{manager_config, ClusterSeeds, RedisConfig, Target};
-use crate::wait_queue::{WaitQueues, WaitTicket};
+use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
 const FIRST_REPAIR_PAUSE: Duration = Duration::from_millis(50);

@@ -27,9 +27,9 @@ use super::rwlock::{acquire_read, acquire_write, release_read, release_write};
 use super::semaphore::{acquire_permit, release_permit, renew_member};
 use super::tls::TlsConfig;
 use super::{Attempt, KeyKind, LockKey, PermitAttempt};
+use crate::backend::wait_queue::WaitTicket;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
-use crate::wait_queue::WaitTicket;
 use crate::LockError;
 
 /// How long a lock handed to the first queued waiter by a release stays

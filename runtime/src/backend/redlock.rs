@@ -102,10 +102,10 @@ use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey};
-use crate::lease;
+use crate::backend::wait_queue::WaitTicket;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
-use crate::wait_queue::WaitTicket;
+use crate::validity;
 use crate::{redact_url, LockError};
 
 /// Shortest ttl a Redlock lease may have: below it the safety margin and two
@@ -288,7 +288,7 @@ impl RedlockBackend {
         .await;
         if round.granted >= quorum {
             let elapsed = started.elapsed();
-            if elapsed < lease::validity(ttl) {
+            if elapsed < validity::validity(ttl) {
                 return Ok(Attempt::Acquired);
             }
             tracing::debug!(key = %key.user, ?elapsed, "Redlock quorum granted, but too late; releasing");

@@ -36,9 +36,9 @@ use super::discovery::{SentinelCredentials, Sentinels};
 use super::switches::{self, Manager};
 use super::tls::TlsConfig;
 use super::{Attempt, LockKey, PermitAttempt, RedisBackend};
+use crate::backend::wait_queue::WaitTicket;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
-use crate::wait_queue::WaitTicket;
 use crate::LockError;
 
 /// Least time between the starts of two resolutions of the primary.

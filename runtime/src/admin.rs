@@ -7,28 +7,13 @@
 use std::time::Duration;
 
 use crate::backend::{EvictedLeases, KeyKind, SharedState, MOST_WAITERS_SHOWN};
+pub use crate::keys::LockKind;
 use crate::token::Holder;
 use crate::{LockError, LockManager, Semaphore};
 
 /// Most user keys [`LockManager::list`] returns, and most locks
 /// [`LockManager::list_all`] returns.
 const MOST_LISTED: usize = 10_000;
-
-/// The kinds of lock a key can have; each keeps its own state, so one user
-/// key can be held as several kinds at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// A plain lock (`acquire`, `#[distributed_lock]`): see
-    /// [`LockManager::inspect`].
-    Lock,
-    /// A read/write lock (`acquire_read`, `acquire_write`): see
-    /// [`LockManager::inspect_rw`].
-    ReadWrite,
-    /// A counting semaphore (`semaphore(key, n)`): see
-    /// [`Semaphore::inspect`].
-    Semaphore,
-}
 
 /// One held lock that [`LockManager::list_all`] found.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::lease::shutdown::InFlight;
 use crate::lease::Lease;
-use crate::shutdown::InFlight;
 use crate::LockError;
 
 /// Proof that the lock on [`key`](Self::key) is held.

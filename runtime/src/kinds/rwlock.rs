@@ -11,14 +11,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::acquire::pending::PendingAcquire;
 use crate::backend::{Attempt, KeyKind, LockKey};
-use crate::guard::LockGuard;
+use crate::kinds::rw_guard::{ReadGuard, WriteGuard};
+use crate::lease::guard::LockGuard;
+use crate::lease::scope;
 use crate::manager::{busy, non_empty, not_busy, until_lost};
-use crate::pending::PendingAcquire;
-use crate::rw_guard::{ReadGuard, WriteGuard};
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
-use crate::{scope, LockError, LockManager, LockOptions, OnLost};
+use crate::{LockError, LockManager, LockOptions, OnLost};
 
 /// How long a waiting writer's intent holds new readers back without being
 /// refreshed: a writer that died holds them back at most this long.

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, select_all};
 
+use crate::lease::scope;
+use crate::lease::watchdog::Watchdog;
 use crate::manager::until_lost;
-use crate::watchdog::Watchdog;
-use crate::{scope, LockError, LockGuard, LockManager, LockOptions, OnLost};
+use crate::{LockError, LockGuard, LockManager, LockOptions, OnLost};
 
 /// The locks on several keys, held together. Released together by
 /// [`release`](Self::release), or when dropped (each key as a dropped

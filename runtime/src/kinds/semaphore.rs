@@ -11,10 +11,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::acquire::pending::PendingAcquire;
 use crate::backend::{KeyKind, LockKey, PermitAttempt};
-use crate::guard::LockGuard;
+use crate::lease::guard::LockGuard;
 use crate::manager::{busy, non_empty, not_busy, until_lost};
-use crate::pending::PendingAcquire;
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::{LockError, LockManager, LockOptions, OnLost};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::sync::Notify;
 
-use crate::guard::end_lock;
+use crate::lease::guard::end_lock;
 use crate::lease::Lease;
 use crate::{LockError, LockManager};
 

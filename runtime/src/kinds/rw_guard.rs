@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use crate::guard::LockGuard;
+use crate::lease::guard::LockGuard;
 use crate::LockError;
 
 /// Proof that a read lease on [`key`](Self::key) is held: no writer holds

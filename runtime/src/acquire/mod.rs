@@ -1,0 +1,3 @@
+//! Taking a lease: one attempt→wait→retry engine for every kind.
+
+pub(crate) mod pending;
