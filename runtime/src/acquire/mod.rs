@@ -1,3 +1,603 @@
-//! Taking a lease: one attempt→wait→retry engine for every kind.
+//! Taking a lease: one attempt→wait→retry engine for every kind (a lock, a
+//! read or write lease, a permit; several keys and leader campaigns are made
+//! of lock acquisitions).
+//!
+//! ## Behavior
+//!
+//! - **First attempt.** One atomic step on the backend (`SET NX PX` or one
+//!   script). A fenced lock's token request rides behind it on the same
+//!   connection. Granted: the lease counts from when the attempt was sent.
+//! - **Busy.** With no `wait`, the error is `Busy` with the holder's
+//!   remaining TTL when known. Otherwise the waiter subscribes to the key's
+//!   releases, then retries when a release wakes it or the blocking lease
+//!   would end, and never later than [`PLACE_REFRESH`] while it keeps a
+//!   place on the server: a lock waiter's place in the key's queue where the
+//!   backend hands locks over, a writer's intent. A release that hands the
+//!   lock to this waiter is confirmed with one more step.
+//! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
+//!   the last attempt decides, and the result is `Ok(None)`.
+//! - **Connection errors while waiting** (a failover, a restart) are retried
+//!   with a growing pause while the wait has time left; the last one is
+//!   returned when it runs out. An error on the first attempt returns at
+//!   once: a caller that did not wait yet is told at once.
+//! - **Cancellation.** Dropped at any `.await`, an acquisition leaves nothing
+//!   behind: an attempt in flight, a place in a queue and an intent are
+//!   undone by [`pending::PendingAcquire`].
 
 pub(crate) mod pending;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::wait_queue::{WaitTicket, Wake};
+use crate::backend::{Attempt, Backend, PermitAttempt};
+use crate::keys::{KeyKind, LockKey};
+use crate::lease::guard::LockGuard;
+use crate::lease::{scope, Lease};
+use crate::options::MinReplicas;
+use crate::telemetry::MetricLabel;
+use crate::token::OwnerToken;
+use crate::{LockError, LockManager, LockOptions};
+use pending::PendingAcquire;
+
+/// How long a newcomer queued behind local waiters waits for a release
+/// message before it tries anyway (the holder may be in another process and
+/// the message may have been missed).
+const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
+
+/// How long a waiter's place on the server (in a key's queue, or a writer's
+/// intent) lasts without being refreshed: a waiter that died holds up the
+/// key at most this long.
+const PLACE_KEPT: Duration = Duration::from_secs(3);
+
+/// Longest pause of a waiter that keeps a place between two attempts, each
+/// of which refreshes it.
+const PLACE_REFRESH: Duration = Duration::from_secs(1);
+
+/// Longest pause of a waiter between two attempts, whatever TTL the holder
+/// reports (any client may have set a key with a huge TTL).
+const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
+
+/// Pause of a waiter when the backend did not say when the blocking lease ends.
+const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
+
+/// Pause after a waiter's first connection error; it doubles per error in a
+/// row, up to [`LONGEST_ERROR_PAUSE`].
+const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// Longest pause after a connection error while waiting.
+const LONGEST_ERROR_PAUSE: Duration = Duration::from_secs(1);
+
+/// What an acquisition asks for: the kind's one atomic step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// The plain lock on a key.
+    Lock,
+    /// One permit of a semaphore that admits `permits` holders.
+    Permit { permits: u32 },
+    /// A read lease of a read/write lock.
+    Read,
+    /// The write lease of a read/write lock.
+    Write,
+}
+
+impl Ask {
+    /// The names the lease of `user`'s lock of this kind lives under.
+    fn key(self, manager: &LockManager, user: &str) -> LockKey {
+        let keys = manager.key_space();
+        match self {
+            Ask::Lock => keys.key(user),
+            Ask::Permit { .. } => keys.semaphore(user),
+            Ask::Read => keys.rwlock(user, KeyKind::Read),
+            Ask::Write => keys.rwlock(user, KeyKind::Write),
+        }
+    }
+
+    /// The ttl in ms once `options` are known to suit this kind, and the
+    /// replicas a lock must reach.
+    fn checked(
+        self,
+        user: &str,
+        options: &LockOptions,
+    ) -> Result<(u64, Option<MinReplicas>), LockError> {
+        let refuse = |what: &str, why: &str| {
+            Err(LockError::InvalidOptions(format!("{what} `{user}`: {why}")))
+        };
+        match self {
+            Ask::Lock => {
+                let ttl_ms = options.ttl_millis()?;
+                let replicas = options.replication()?;
+                options.hold()?;
+                return Ok((ttl_ms, replicas));
+            }
+            Ask::Permit { permits } => {
+                let semaphore = "semaphore";
+                if permits == 0 {
+                    return refuse(
+                        semaphore,
+                        "permits must be at least 1: a semaphore of 0 permits admits nobody",
+                    );
+                }
+                if options.fenced {
+                    return refuse(
+                        semaphore,
+                        "permits carry no fencing token; leave `fenced` off",
+                    );
+                }
+                if options.min_replicas.is_some() {
+                    return refuse(
+                        semaphore,
+                        "`min_replicas` is not supported for permits; leave it off",
+                    );
+                }
+                if options.hold_at_least.is_some() {
+                    return refuse(
+                        semaphore,
+                        "`hold_at_least` is not supported for permits; leave it off",
+                    );
+                }
+            }
+            Ask::Read | Ask::Write => {
+                let rwlock = "read/write lock";
+                if self == Ask::Read && options.fenced {
+                    return refuse(rwlock, "readers carry no fencing token; leave `fenced` off (writers' tokens are above every earlier writer's)");
+                }
+                if options.min_replicas.is_some() {
+                    return refuse(
+                        rwlock,
+                        "`min_replicas` is not supported for read/write locks; leave it off",
+                    );
+                }
+                if options.hold_at_least.is_some() {
+                    return refuse(
+                        rwlock,
+                        "`hold_at_least` is not supported for read/write locks; leave it off",
+                    );
+                }
+            }
+        }
+        Ok((options.ttl_millis()?, None))
+    }
+
+    /// The guard of a nested acquisition of a lock whose `lease` the running
+    /// scope holds: the shared lease, unless the kinds do not allow it.
+    fn reenter(
+        self,
+        user: &str,
+        options: &LockOptions,
+        lease: Arc<Lease>,
+    ) -> Result<LockGuard, LockError> {
+        let key = user.to_owned();
+        match self {
+            // Another permit, not this one: the caller may itself keep the
+            // last permit from it.
+            Ask::Permit { .. } => return Err(LockError::AlreadyHeld { key }),
+            Ask::Write if lease.key.kind == KeyKind::Read => {
+                return Err(LockError::UpgradeRefused { key })
+            }
+            _ => {}
+        }
+        if !options.reentrant {
+            return Err(LockError::AlreadyHeld { key });
+        }
+        if lease.is_lost() {
+            tracing::warn!(
+                key,
+                "re-entry refused: the enclosing scope's lease on this key is lost"
+            );
+            return Err(LockError::LeaseLost { key });
+        }
+        tracing::debug!(key, ask = ?self, "re-entered by its own scope");
+        Ok(LockGuard::reentered(lease))
+    }
+}
+
+/// The answer to one attempt, in the same words for every kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Granted; `room_left` when another waiter may get in too (a reader
+    /// beside readers, a permit with more free), which passes the wake-up on.
+    Granted { room_left: bool },
+    /// Held elsewhere; the blocking lease ends in about `remaining`.
+    Busy { remaining: Option<Duration> },
+}
+
+impl From<Attempt> for Outcome {
+    fn from(attempt: Attempt) -> Self {
+        match attempt {
+            Attempt::Acquired => Outcome::Granted { room_left: false },
+            Attempt::Busy { remaining } => Outcome::Busy { remaining },
+        }
+    }
+}
+
+impl From<PermitAttempt> for Outcome {
+    fn from(attempt: PermitAttempt) -> Self {
+        match attempt {
+            PermitAttempt::Acquired { free } => Outcome::Granted {
+                room_left: free > 0,
+            },
+            PermitAttempt::Full { retry_in } => Outcome::Busy {
+                remaining: retry_in,
+            },
+        }
+    }
+}
+
+/// Takes `ask` on `user`'s key within `wait`: a re-entry of the running
+/// scope's lease, or a new lease; `Ok(None)` when the wait ran out, `Busy`
+/// when one attempt (no `wait`) found it held. Counted in the metrics and
+/// traced in a `lock.acquire` span.
+pub(crate) async fn take(
+    manager: &LockManager,
+    user: &str,
+    ask: Ask,
+    options: &LockOptions,
+    wait: Duration,
+) -> Result<Option<LockGuard>, LockError> {
+    let key = ask.key(manager, user);
+    let label = MetricLabel::new(options, key.kind);
+    let acquisition = run(manager, user, key, ask, options, wait, &label);
+    label.observe(user, wait, acquisition).await
+}
+
+async fn run(
+    manager: &LockManager,
+    user: &str,
+    key: LockKey,
+    ask: Ask,
+    options: &LockOptions,
+    wait: Duration,
+    label: &MetricLabel,
+) -> Result<Option<LockGuard>, LockError> {
+    manager.leases().ensure_open()?;
+    non_empty(user)?;
+    let (ttl_ms, replicas) = ask.checked(user, options)?;
+    if let Some(lease) = scope::find(manager, &key.lock) {
+        return ask.reenter(user, options, lease).map(Some);
+    }
+    let backend = manager.backend();
+    let token = OwnerToken::issue(manager.identity(), ttl_ms, options.label.as_deref());
+    let hands_off = ask == Ask::Lock && backend.hands_off();
+    let place = match ask {
+        Ask::Lock if hands_off => PLACE_KEPT,
+        Ask::Write if !wait.is_zero() => PLACE_KEPT,
+        _ => Duration::ZERO,
+    };
+    let request = Request {
+        backend,
+        key: &key,
+        token: &token,
+        ttl_ms,
+        replicas,
+        ask,
+        place,
+        hands_off,
+        label,
+    };
+    let started = Instant::now();
+    // A writer's intent is left by its first attempt already (it holds new
+    // readers back); a lock waiter's place is taken once it watches for its
+    // grant, which a release could otherwise send before it listens. From
+    // then on, leaving without the lease (give up, error, cancellation)
+    // gives back the place and whatever may have been granted meanwhile.
+    let first_place = if ask == Ask::Write {
+        place
+    } else {
+        Duration::ZERO
+    };
+    let mut placed = (!first_place.is_zero()).then(|| PendingAcquire::new(backend, &key, &token));
+    // A newcomer that finds this process's waiters on the lock does not race
+    // them with a plain attempt. Where waiters are only woken (not handed the
+    // lock), it queues behind them locally: a task that just released would
+    // otherwise win its own lock back before the waiter woken by that
+    // release reaches the server. Where the backend queues waiters itself, it
+    // joins that queue at once: a plain `SET NX` would overtake a waiter
+    // still between its first attempt and its place in the queue.
+    let behind_local_waiters =
+        ask == Ask::Lock && !wait.is_zero() && backend.local_waiters(&key) > 0;
+    let mut fence = None;
+    let (outcome, sent) = if behind_local_waiters {
+        (Outcome::Busy { remaining: None }, started)
+    } else if ask == Ask::Lock && options.fenced {
+        let (attempt, issued) = request.attempt_with_fence().await;
+        fence = issued;
+        attempt?
+    } else {
+        request.attempt(first_place).await?
+    };
+    let granted = match outcome {
+        Outcome::Granted { .. } => Some(sent),
+        Outcome::Busy { remaining } if wait.is_zero() => {
+            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, "busy");
+            return Err(busy(user, remaining));
+        }
+        Outcome::Busy { remaining } => {
+            if placed.is_none() && !place.is_zero() {
+                placed = Some(PendingAcquire::new(backend, &key, &token));
+            }
+            let queue_behind = behind_local_waiters && !hands_off;
+            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, queue_behind, "waiting");
+            request.wait(started, wait, queue_behind).await?
+        }
+    };
+    let Some(sent) = granted else {
+        tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "gave up waiting");
+        return Ok(None);
+    };
+    tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "acquired");
+    // No `.await` until the guard exists: the lease is owned by someone at
+    // every point where the caller could go away.
+    PendingAcquire::settle(placed);
+    let lease = manager.start_lease(key, token, options, sent);
+    let guard = LockGuard::owner(lease);
+    match fence {
+        Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),
+        None if options.fenced => {
+            if let Err(err) = guard.fencing_token().await {
+                tracing::debug!(key = user, error = %err, "fencing token not issued with the lock; asked for again on request");
+            }
+        }
+        None => {}
+    }
+    Ok(Some(guard))
+}
+
+/// What every attempt of one acquisition sends, and where.
+struct Request<'a> {
+    backend: &'a Arc<Backend>,
+    key: &'a LockKey,
+    token: &'a OwnerToken,
+    ttl_ms: u64,
+    replicas: Option<MinReplicas>,
+    ask: Ask,
+    /// How long a blocked waiter's place on the server lasts; zero for none.
+    place: Duration,
+    /// Whether a release hands the lock to the first queued waiter.
+    hands_off: bool,
+    label: &'a MetricLabel,
+}
+
+impl Request<'_> {
+    /// One attempt (keeping a place for `place` if the key is busy and that
+    /// is not zero), undone if the caller goes away while it is in flight;
+    /// returns its outcome and when it was sent.
+    async fn attempt(&self, place: Duration) -> Result<(Outcome, Instant), LockError> {
+        let (backend, key, token, ttl_ms) = (self.backend, self.key, self.token, self.ttl_ms);
+        let pending = PendingAcquire::new(backend, key, token);
+        let sent = Instant::now();
+        let outcome = match self.ask {
+            Ask::Lock => backend
+                .try_lock(key, token, ttl_ms, self.replicas, place)
+                .await
+                .map(Outcome::from),
+            Ask::Permit { permits } => backend
+                .try_permit(key, token, ttl_ms, permits)
+                .await
+                .map(Outcome::from),
+            Ask::Read | Ask::Write => backend
+                .try_rw(key, token, ttl_ms, place)
+                .await
+                .map(Outcome::from),
+        };
+        pending.settled();
+        Ok((outcome?, sent))
+    }
+
+    /// The first attempt of a fenced lock: the fencing token's request goes
+    /// out right behind the attempt, on the same connection, so both answers
+    /// come back in one round trip. The token (with when it was answered)
+    /// only if the attempt took the lock and the backend issued it to us.
+    async fn attempt_with_fence(
+        &self,
+    ) -> (
+        Result<(Outcome, Instant), LockError>,
+        Option<(u64, Instant)>,
+    ) {
+        let fence = async {
+            let issued = self.backend.fence(self.key, self.token, self.ttl_ms).await;
+            (issued, Instant::now())
+        };
+        // The attempt settles as soon as its own answer is in, but the lock
+        // has no guard until both are: a caller that goes away while the
+        // token's answer is on its way must give the lock back too.
+        let pending = PendingAcquire::new(self.backend, self.key, self.token);
+        let (attempt, (issued, issued_at)) = tokio::join!(self.attempt(Duration::ZERO), fence);
+        pending.settled();
+        let fence = match (&attempt, issued) {
+            (Ok((Outcome::Granted { .. }, _)), Ok(Some(fence))) => Some((fence, issued_at)),
+            _ => None,
+        };
+        (attempt, fence)
+    }
+
+    /// Waits up to `wait` (from `started`) for the busy key: subscribes to
+    /// its releases, then tries again when a release wakes it, when the
+    /// blocking lease would end, or when its place needs refreshing; a
+    /// newcomer that `queue_behind` this process's waiters first gives them a
+    /// head start. Returns the send time of the granted attempt, or `None`
+    /// when the wait ran out.
+    async fn wait(
+        &self,
+        started: Instant,
+        wait: Duration,
+        queue_behind: bool,
+    ) -> Result<Option<Instant>, LockError> {
+        let _waiting = self.label.waiting();
+        // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
+        let deadline = started.checked_add(wait);
+        let mut ticket = self.watch(deadline).await;
+        if let (Some(ticket), true) = (ticket.as_mut(), self.hands_off) {
+            ticket.expect_grant(self.token.as_str());
+        }
+        let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
+        let mut errors_in_row = 0;
+        loop {
+            if let Some(at) = retry_at {
+                let at = deadline.map_or(at, |deadline| at.min(deadline));
+                if self.sleep_until(at, &mut ticket).await == Some(Wake::Granted) {
+                    match self.confirm_grant().await {
+                        Ok(Some(granted)) => {
+                            self.label.handoff();
+                            tracing::debug!(
+                                key = self.key.user,
+                                "lock handed over by its releaser"
+                            );
+                            return Ok(Some(granted));
+                        }
+                        Ok(None) => {}
+                        Err(err) => {
+                            retry_at = Some(self.after_error(err, deadline, &mut errors_in_row)?);
+                            continue;
+                        }
+                    }
+                    if let Some(ticket) = ticket.as_mut() {
+                        ticket.expect_grant(self.token.as_str());
+                    }
+                }
+            }
+            let outcome = match self.attempt(self.place).await {
+                Ok((outcome, sent)) => {
+                    errors_in_row = 0;
+                    if let Some(ticket) = ticket.as_mut() {
+                        // A waiter let in with room left passes its wake-up on
+                        // to the next local waiter when its ticket is dropped.
+                        if !matches!(outcome, Outcome::Granted { room_left: true }) {
+                            ticket.wake_used();
+                        }
+                    }
+                    match outcome {
+                        Outcome::Granted { .. } => return Ok(Some(sent)),
+                        Outcome::Busy { remaining } => remaining,
+                    }
+                }
+                Err(err) => {
+                    retry_at = Some(self.after_error(err, deadline, &mut errors_in_row)?);
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Ok(None);
+            }
+            let pause =
+                outcome.unwrap_or(UNKNOWN_PAUSE).min(LONGEST_PAUSE) + Duration::from_millis(1);
+            let pause = if self.place.is_zero() {
+                pause
+            } else {
+                pause.min(PLACE_REFRESH)
+            };
+            retry_at = Some(now + pause);
+        }
+    }
+
+    /// Subscribes to the key's releases, within the deadline: `None` when it
+    /// passed first (one last attempt then decides).
+    async fn watch(&self, deadline: Option<Instant>) -> Option<WaitTicket> {
+        let watching = self.backend.watch(self.key);
+        match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
+                .await
+                .ok(),
+            None => Some(watching.await),
+        }
+    }
+
+    /// Sleeps until `at`, or until a release wakes `ticket`: which wake-up
+    /// came, if any.
+    async fn sleep_until(&self, at: Instant, ticket: &mut Option<WaitTicket>) -> Option<Wake> {
+        match ticket.as_mut() {
+            Some(ticket) => tokio::select! {
+                wake = ticket.next() => Some(wake),
+                () = tokio::time::sleep_until(at.into()) => None,
+            },
+            None => {
+                tokio::time::sleep_until(at.into()).await;
+                None
+            }
+        }
+    }
+
+    /// When to try again after `err` while waiting: a connection error is
+    /// retried after a pause that grows with `errors_in_row`, if the wait has
+    /// time left; anything else, or no time left, ends the wait with `err`.
+    fn after_error(
+        &self,
+        err: LockError,
+        deadline: Option<Instant>,
+        errors_in_row: &mut u32,
+    ) -> Result<Instant, LockError> {
+        if !matches!(err, LockError::Connection(_)) {
+            return Err(err);
+        }
+        let pause = FIRST_ERROR_PAUSE
+            .saturating_mul(1 << (*errors_in_row).min(8))
+            .min(LONGEST_ERROR_PAUSE);
+        *errors_in_row += 1;
+        let at = Instant::now() + pause;
+        match deadline {
+            Some(deadline) if at >= deadline => Err(err),
+            _ => {
+                tracing::debug!(key = self.key.user, error = %err, ?pause, "connection error while waiting; trying again");
+                Ok(at)
+            }
+        }
+    }
+
+    /// Confirms a lock that a release handed to this waiter, by extending it
+    /// to the waiter's own ttl: returns when the confirmation was sent (the
+    /// lease counts from then), or `None` when the grant had already run out.
+    /// A replicated request confirms with a replicated attempt (`acquire.lua`
+    /// sees the lock is ours and extends it, then `WAIT`), so the lock it
+    /// keeps has reached its replicas like any other it takes.
+    async fn confirm_grant(&self) -> Result<Option<Instant>, LockError> {
+        if self.replicas.is_some() {
+            let (outcome, sent) = self.attempt(self.place).await?;
+            return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
+        }
+        let sent = Instant::now();
+        let confirmed = self
+            .backend
+            .renew(self.key, self.token, self.ttl_ms)
+            .await?;
+        Ok(confirmed.then_some(sent))
+    }
+}
+
+/// `Err(InvalidOptions)` for an empty key: a lock on "" is almost always a
+/// placeholder that rendered empty, which would make unrelated calls share
+/// one lock.
+pub(crate) fn non_empty(key: &str) -> Result<(), LockError> {
+    if key.is_empty() {
+        return Err(LockError::InvalidOptions(
+            "the lock key is empty: check the values its placeholders render (an empty string makes unrelated calls share one lock)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The error of one attempt, made without waiting, on a key held elsewhere
+/// whose blocking lease has about `remaining` left.
+pub(crate) fn busy(key: &str, remaining: Option<Duration>) -> LockError {
+    LockError::Busy {
+        key: key.to_owned(),
+        remaining,
+    }
+}
+
+/// `Ok(None)` for [`LockError::Busy`]: what a `try_` method returns for a
+/// held key.
+pub(crate) fn not_busy<T>(result: Result<Option<T>, LockError>) -> Result<Option<T>, LockError> {
+    match result {
+        Err(LockError::Busy { .. }) => Ok(None),
+        other => other,
+    }
+}
+
+/// The error of a wait for `key` that ran out after `waited`.
+pub(crate) fn timeout(key: &str, waited: Duration) -> LockError {
+    LockError::Timeout {
+        key: key.to_owned(),
+        waited,
+    }
+}

@@ -38,6 +38,13 @@ impl<'a> PendingAcquire<'a> {
     pub(crate) fn settled(mut self) {
         self.settled = true;
     }
+
+    /// [`settled`](Self::settled), for one that may not have been made.
+    pub(crate) fn settle(pending: Option<Self>) {
+        if let Some(pending) = pending {
+            pending.settled();
+        }
+    }
 }
 
 impl Drop for PendingAcquire<'_> {

@@ -2,6 +2,7 @@
 //! read/write locks, counting semaphores and leader election.
 
 pub(crate) mod leader;
+pub(crate) mod lock;
 pub(crate) mod multi;
 pub(crate) mod rw_guard;
 pub(crate) mod rwlock;

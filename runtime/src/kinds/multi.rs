@@ -8,12 +8,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::join_all;
 
-use crate::lease::scope;
+use crate::lease::body::{self, Held};
 use crate::lease::watchdog::Watchdog;
-use crate::manager::until_lost;
-use crate::{LockError, LockGuard, LockManager, LockOptions, OnLost};
+use crate::lease::Lease;
+use crate::{LockError, LockGuard, LockManager, LockOptions};
 
 /// The locks on several keys, held together. Released together by
 /// [`release`](Self::release), or when dropped (each key as a dropped
@@ -69,8 +69,7 @@ impl MultiGuard {
 
     /// Resolves as soon as the lease of any of the keys is lost.
     pub async fn lost(&self) {
-        let losses = self.guards.iter().map(|guard| Box::pin(guard.lost()));
-        select_all(losses).await;
+        body::any_lost(&self.leases()).await;
     }
 
     /// Releases every key, all at once (one round trip's wait, not one per
@@ -228,7 +227,7 @@ impl LockManager {
     {
         let on_lost = options.on_lost;
         let guard = self.acquire_all(keys, options).await?;
-        run_all_locked(guard, on_lost, body).await
+        body::run(guard, on_lost, body).await
     }
 
     /// As [`with_locks`](Self::with_locks), with one attempt per key (see
@@ -252,7 +251,7 @@ impl LockManager {
             tracing::info!("a lock of the set is held elsewhere: skipped");
             return Ok(None);
         };
-        run_all_locked(guard, on_lost, body).await.map(Some)
+        body::run(guard, on_lost, body).await.map(Some)
     }
 }
 
@@ -267,27 +266,15 @@ async fn give_back(guards: Vec<LockGuard>, failed_key: &str) {
     }
 }
 
-/// Runs `body` in a lock scope of every key `guard` holds, cancelled when a
-/// lease is lost unless `on_lost` says otherwise, then releases the set.
-async fn run_all_locked<F: Future>(
-    guard: MultiGuard,
-    on_lost: OnLost,
-    body: F,
-) -> Result<F::Output, LockError> {
-    let leases = guard.guards.iter().map(|held| Arc::clone(held.lease()));
-    // Boxed, as in `with_lock`: nested locked calls must not grow it.
-    let scoped = Box::pin(scope::enter_all(leases.collect::<Vec<_>>(), body));
-    let Some(output) = until_lost(scoped, guard.lost(), on_lost).await else {
-        let lost = guard
-            .guards
+impl Held for MultiGuard {
+    fn leases(&self) -> Vec<Arc<Lease>> {
+        self.guards
             .iter()
-            .find(|held| held.is_lost())
-            .map_or_else(String::new, |held| held.key().to_owned());
-        drop(guard);
-        return Err(LockError::LeaseLost { key: lost });
-    };
-    match guard.release().await {
-        Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
-        _ => Ok(output),
+            .map(|guard| Arc::clone(guard.lease()))
+            .collect()
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        MultiGuard::release(self).await
     }
 }

@@ -8,29 +8,12 @@
 //! as a lock's.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::acquire::pending::PendingAcquire;
-use crate::backend::{KeyKind, LockKey, PermitAttempt};
+use crate::acquire::{self, not_busy, timeout, Ask};
+use crate::lease::body;
 use crate::lease::guard::LockGuard;
-use crate::manager::{busy, non_empty, not_busy, until_lost};
-use crate::telemetry::MetricLabel;
-use crate::token::OwnerToken;
-use crate::{LockError, LockManager, LockOptions, OnLost};
-
-/// Longest pause of a waiter between two attempts, whatever the earliest
-/// lease reports (any client may have written a huge score).
-const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
-
-/// Pause of a waiter when the backend did not say when the earliest lease ends.
-const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
-
-tokio::task_local! {
-    /// The semaphores whose permit the running `with_permit` bodies hold,
-    /// by manager and holder-set name.
-    static HELD_PERMITS: Arc<Vec<(LockManager, String)>>;
-}
+use crate::{LockError, LockManager, LockOptions};
 
 /// A counting semaphore on one key: at most [`permits`](Self::permits)
 /// holders at once. Made by [`LockManager::semaphore`]; nothing is sent to
@@ -144,18 +127,16 @@ impl Semaphore {
     /// Cancel-safe: dropped at any `.await`, it leaves no permit behind.
     pub async fn acquire(&self, options: LockOptions) -> Result<Permit, LockError> {
         let wait = options.wait;
-        self.acquire_within(&options, wait)
-            .await?
-            .ok_or_else(|| LockError::Timeout {
-                key: self.key.clone(),
-                waited: wait,
-            })
+        let guard = self.take(&options, wait).await?;
+        guard
+            .map(Permit::new)
+            .ok_or_else(|| timeout(&self.key, wait))
     }
 
     /// One attempt, no waiting: `Ok(None)` when all N permits are held.
     /// Errors as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<Permit>, LockError> {
-        not_busy(self.acquire_within(&options, Duration::ZERO).await)
+        Ok(not_busy(self.take(&options, Duration::ZERO).await)?.map(Permit::new))
     }
 
     /// Runs `body` while holding a permit: acquires first (as
@@ -174,192 +155,20 @@ impl Semaphore {
     ) -> Result<F::Output, LockError> {
         let on_lost = options.on_lost;
         let permit = self.acquire(options).await?;
-        let held = HELD_PERMITS
-            .try_with(|held| held.as_ref().clone())
-            .unwrap_or_default();
-        let mut held_here = held;
-        held_here.push((self.manager.clone(), permit.lease_name().to_owned()));
-        // Boxed as `with_lock` boxes its body: nested calls would otherwise
-        // grow this future with every level.
-        let scoped = Box::pin(HELD_PERMITS.scope(Arc::new(held_here), body));
-        let Some(output) = until_lost(scoped, permit.lost(), on_lost).await else {
-            drop(permit);
-            return Err(LockError::LeaseLost {
-                key: self.key.clone(),
-            });
-        };
-        match permit.release().await {
-            Err(lost @ LockError::LeaseLost { .. }) if on_lost == OnLost::Cancel => Err(lost),
-            _ => Ok(output),
-        }
+        body::run(permit.guard, on_lost, body).await
     }
 
-    /// The ttl in ms, once the options and N are known to be usable.
-    fn checked_ttl(&self, options: &LockOptions) -> Result<u64, LockError> {
-        let refuse = |why: &str| {
-            Err(LockError::InvalidOptions(format!(
-                "semaphore `{}`: {why}",
-                self.key
-            )))
-        };
-        if self.permits == 0 {
-            return refuse("permits must be at least 1: a semaphore of 0 permits admits nobody");
-        }
-        if options.fenced {
-            return refuse("permits carry no fencing token; leave `fenced` off");
-        }
-        if options.min_replicas.is_some() {
-            return refuse("`min_replicas` is not supported for permits; leave it off");
-        }
-        if options.hold_at_least.is_some() {
-            return refuse("`hold_at_least` is not supported for permits; leave it off");
-        }
-        options.ttl_millis()
-    }
-
-    /// [`take`](Self::take), counted in the metrics and traced in a
-    /// `lock.acquire` span.
-    async fn acquire_within(
-        &self,
-        options: &LockOptions,
-        wait: Duration,
-    ) -> Result<Option<Permit>, LockError> {
-        let label = MetricLabel::new(options, KeyKind::Semaphore);
-        let acquisition = self.take(options, wait, &label);
-        label.observe(&self.key, wait, acquisition).await
-    }
-
+    /// A permit granted within `wait`, or `None`.
     async fn take(
         &self,
         options: &LockOptions,
         wait: Duration,
-        label: &MetricLabel,
-    ) -> Result<Option<Permit>, LockError> {
-        self.manager.leases().ensure_open()?;
-        non_empty(&self.key)?;
-        let ttl_ms = self.checked_ttl(options)?;
-        let key = self.manager.semaphore_key(&self.key);
-        let in_own_body = HELD_PERMITS
-            .try_with(|held| {
-                held.iter()
-                    .any(|(manager, name)| manager.same_as(&self.manager) && *name == key.lock)
-            })
-            .unwrap_or(false);
-        if in_own_body {
-            return Err(LockError::AlreadyHeld {
-                key: self.key.clone(),
-            });
-        }
-        let token = OwnerToken::issue(self.manager.identity(), ttl_ms, options.label.as_deref());
-        let request = Request {
-            key: &key,
-            token: &token,
-            ttl_ms,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let ask = Ask::Permit {
             permits: self.permits,
         };
-        let started = Instant::now();
-        let (attempt, sent) = self.attempt(&request).await?;
-        let granted = match attempt {
-            PermitAttempt::Acquired { .. } => Some(sent),
-            PermitAttempt::Full { retry_in } if wait.is_zero() => {
-                tracing::debug!(key = self.key, earliest_lease_ends_in = ?retry_in, "semaphore full");
-                return Err(busy(&self.key, retry_in));
-            }
-            PermitAttempt::Full { retry_in } => {
-                tracing::debug!(key = self.key, earliest_lease_ends_in = ?retry_in, "semaphore full; waiting for a permit");
-                let _waiting = label.waiting();
-                self.wait_for_permit(&request, started, wait).await?
-            }
-        };
-        let Some(sent) = granted else {
-            tracing::debug!(key = self.key, "semaphore full");
-            return Ok(None);
-        };
-        tracing::debug!(key = self.key, waited = ?started.elapsed(), "permit acquired");
-        let lease = self.manager.start_lease(key, token, options, sent);
-        Ok(Some(Permit {
-            guard: LockGuard::owner(lease),
-        }))
+        acquire::take(&self.manager, &self.key, ask, options, wait).await
     }
-
-    /// Waits up to `wait` (from `started`) for a permit of the full
-    /// semaphore: subscribes to its releases, then tries at once (a release
-    /// may have come before the subscription) and again whenever a release
-    /// wakes it or the earliest lease would end. Returns the send time of the
-    /// granting attempt, or `None` when the wait ran out.
-    async fn wait_for_permit(
-        &self,
-        request: &Request<'_>,
-        started: Instant,
-        wait: Duration,
-    ) -> Result<Option<Instant>, LockError> {
-        // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
-        let deadline = started.checked_add(wait);
-        let watching = self.manager.backend().watch(request.key);
-        let mut ticket = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
-                .await
-                .ok(),
-            None => Some(watching.await),
-        };
-        loop {
-            let (attempt, sent) = self.attempt(request).await?;
-            let retry_in = match attempt {
-                PermitAttempt::Acquired { free } => {
-                    // A wake-up this waiter holds is passed on to the next
-                    // local waiter when the ticket is dropped unused: with
-                    // permits still free, that waiter should try too (two
-                    // releases close together may have left it one wake-up).
-                    if let (Some(ticket), 0) = (ticket.as_mut(), free) {
-                        ticket.wake_used();
-                    }
-                    return Ok(Some(sent));
-                }
-                PermitAttempt::Full { retry_in } => retry_in,
-            };
-            if let Some(ticket) = ticket.as_mut() {
-                ticket.wake_used();
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|deadline| now >= deadline) {
-                tracing::debug!(key = self.key, waited = ?now - started, "gave up waiting for a permit");
-                return Ok(None);
-            }
-            let pause =
-                retry_in.unwrap_or(UNKNOWN_PAUSE).min(LONGEST_PAUSE) + Duration::from_millis(1);
-            let retry_at = deadline.map_or(now + pause, |deadline| (now + pause).min(deadline));
-            match ticket.as_mut() {
-                Some(ticket) => {
-                    tokio::select! {
-                        _ = ticket.next() => {}
-                        () = tokio::time::sleep_until(retry_at.into()) => {}
-                    }
-                }
-                None => tokio::time::sleep_until(retry_at.into()).await,
-            }
-        }
-    }
-
-    /// One attempt, undone if the caller goes away while it is in flight;
-    /// returns its outcome and when it was sent.
-    async fn attempt(&self, request: &Request<'_>) -> Result<(PermitAttempt, Instant), LockError> {
-        let backend = self.manager.backend();
-        let pending = PendingAcquire::new(backend, request.key, request.token);
-        let sent = Instant::now();
-        let attempt = backend
-            .try_permit(request.key, request.token, request.ttl_ms, request.permits)
-            .await;
-        pending.settled();
-        Ok((attempt?, sent))
-    }
-}
-
-/// What every attempt of one acquisition sends.
-struct Request<'a> {
-    key: &'a LockKey,
-    token: &'a OwnerToken,
-    ttl_ms: u64,
-    permits: u32,
 }
 
 /// One held permit of a [`Semaphore`], renewed by the watchdog while it
@@ -376,6 +185,10 @@ pub struct Permit {
 }
 
 impl Permit {
+    fn new(guard: LockGuard) -> Self {
+        Permit { guard }
+    }
+
     /// The semaphore's key, without namespace.
     pub fn key(&self) -> &str {
         self.guard.key()
@@ -414,11 +227,6 @@ impl Permit {
     /// sent again from a task.
     pub async fn release(self) -> Result<(), LockError> {
         self.guard.release().await
-    }
-
-    /// The name of the semaphore's holder set, which identifies it.
-    fn lease_name(&self) -> &str {
-        &self.guard.lease().key.lock
     }
 }
 

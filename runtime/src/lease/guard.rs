@@ -329,3 +329,13 @@ impl std::fmt::Debug for LockGuard {
             .finish()
     }
 }
+
+impl crate::lease::body::Held for LockGuard {
+    fn leases(&self) -> Vec<Arc<Lease>> {
+        vec![Arc::clone(&self.lease)]
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        LockGuard::release(self).await
+    }
+}

@@ -1,6 +1,7 @@
 //! The state of one held lock, shared by its guard, its watchdog and the
 //! lock scope of the body running under it.
 
+pub(crate) mod body;
 pub(crate) mod guard;
 pub(crate) mod scope;
 pub(crate) mod shutdown;

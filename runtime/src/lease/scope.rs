@@ -4,6 +4,11 @@
 //! `LockManager::with_lock` or an annotated function, and everything it awaits.
 //! A nested call inside it re-enters; a spawned task or a sibling future
 //! (`join!`) is a different owner and must wait, as a different thread would.
+//!
+//! A permit's lease is in its scope too, so that the body cannot wait for
+//! another permit of the semaphore it holds one of; permits are not locks,
+//! so what this module tells the body (fencing tokens, held locks, lost
+//! leases) passes them over.
 
 use std::sync::Arc;
 
@@ -23,16 +28,17 @@ tokio::task_local! {
 }
 
 impl HeldLocks {
+    /// Every lease of the scope and its enclosing scopes, innermost first.
     fn iter(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Lease>> {
         std::iter::successors(Some(self.as_ref()), |held| held.outer.as_deref())
             .map(|held| &held.lease)
     }
-}
 
-/// Runs `body` with `lease` added to the current scope's held locks.
-pub(crate) async fn enter<F: std::future::Future>(lease: Arc<Lease>, body: F) -> F::Output {
-    let outer = HELD.try_with(Arc::clone).ok();
-    HELD.scope(Arc::new(HeldLocks { lease, outer }), body).await
+    /// The locks among them: every lease but permits.
+    fn locks(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Lease>> {
+        self.iter()
+            .filter(|lease| lease.key.kind != KeyKind::Semaphore)
+    }
 }
 
 /// Runs `body` with every lease of `leases` added to the current scope's
@@ -73,8 +79,10 @@ pub(crate) fn find(manager: &crate::LockManager, lock_key: &str) -> Option<Arc<L
 /// use [`fencing_token_for`].
 pub async fn fencing_token() -> Result<u64, LockError> {
     let lease = HELD
-        .try_with(|held| Arc::clone(&held.lease))
-        .map_err(|_| LockError::NotHeld { key: None })?;
+        .try_with(|held| held.locks().next().cloned())
+        .ok()
+        .flatten()
+        .ok_or(LockError::NotHeld { key: None })?;
     lease.fencing_token().await
 }
 
@@ -87,7 +95,7 @@ pub async fn fencing_token() -> Result<u64, LockError> {
 pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
     let lease = HELD
         .try_with(|held| {
-            held.iter()
+            held.locks()
                 .find(|lease| lease.key.kind == KeyKind::Lock && lease.key.user == key)
                 .cloned()
         })
@@ -102,7 +110,7 @@ pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
 /// Whether any lock held by the running lock scope has lost its lease.
 /// Useful with `OnLost::Continue`; `false` outside a lock scope.
 pub fn lease_lost() -> bool {
-    HELD.try_with(|held| held.iter().any(|lease| lease.is_lost()))
+    HELD.try_with(|held| held.locks().any(|lease| lease.is_lost()))
         .unwrap_or(false)
 }
 
@@ -110,7 +118,7 @@ pub fn lease_lost() -> bool {
 /// first, each once (a re-entered key is listed where it was first taken).
 pub fn held_locks() -> Vec<String> {
     HELD.try_with(|held| {
-        let leases: Vec<&Arc<Lease>> = held.iter().collect();
+        let leases: Vec<&Arc<Lease>> = held.locks().collect();
         leases
             .iter()
             .enumerate()
