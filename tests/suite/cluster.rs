@@ -526,3 +526,78 @@ async fn locks_stay_exclusive_and_waiters_finish_while_their_slot_moves_back_and
         "a key had two holders at once"
     );
 }
+
+/// How soon a release on the new primary must reach a waiter after a
+/// failover (see the Sentinel test of the same name).
+const WOKEN: Duration = Duration::from_secs(1);
+
+/// After `CLUSTER FAILOVER` of the shard holding them, the waiters of every
+/// kind (a permit, a read of a write-locked key, a plain lock) listen where
+/// the slot now lives: the releases there wake them at once, not when the
+/// holder's 20 s lease would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover() {
+    let cluster = RedisCluster::start();
+    let holder = manager(&cluster).await;
+    let other = manager(&cluster).await;
+    let (_, tag) = key_served_by(&cluster, 1, "any");
+    let [sem, doc, plain] = ["sem", "doc", "plain"].map(|name| format!("{name}:{{{tag}}}"));
+    let lease = LockOptions::new().ttl(Duration::from_secs(20));
+    let permit = holder
+        .semaphore(&sem, 1)
+        .acquire(lease.clone())
+        .await
+        .unwrap();
+    let writer = holder.acquire_write(&doc, lease.clone()).await.unwrap();
+    let guard = holder.acquire(&plain, lease.clone()).await.unwrap();
+    let waiting = lease.wait(Duration::from_secs(40));
+    let woken_at = |name: &'static str, outcome: Result<(), LockError>| {
+        outcome.unwrap_or_else(|err| panic!("the {name} waiter: {err:?}"));
+        Instant::now()
+    };
+    let permit_waiter = tokio::spawn({
+        let (semaphore, options) = (other.semaphore(&sem, 1), waiting.clone());
+        async move { woken_at("permit", semaphore.acquire(options).await.map(drop)) }
+    });
+    let reader = tokio::spawn({
+        let (locks, options, doc) = (other.clone(), waiting.clone(), doc.clone());
+        async move { woken_at("reader", locks.acquire_read(&doc, options).await.map(drop)) }
+    });
+    let lock_waiter = tokio::spawn({
+        let (locks, options, plain) = (other.clone(), waiting.clone(), plain.clone());
+        async move { woken_at("lock", locks.acquire(&plain, options).await.map(drop)) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let primary = cluster.primaries()[1];
+    let old = primary.addr();
+    blocking(|| cluster.failover(cluster.replicas_of(primary)[0]));
+    let promoted = cluster
+        .primary_for_key(&tag)
+        .expect("a primary serves the tag");
+    assert_ne!(promoted.addr(), old);
+    // The holder's releases reach the promoted primary (after a MOVED).
+    let released = Instant::now();
+    within(permit.release()).await.expect("permit released");
+    within(writer.release())
+        .await
+        .expect("write lease released");
+    within(guard.release()).await.expect("lock released");
+    for (name, waiter) in [
+        ("permit", permit_waiter),
+        ("reader", reader),
+        ("lock", lock_waiter),
+    ] {
+        let woken = tokio::time::timeout(NO_HANG, waiter)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the {name} waiter still waits {NO_HANG:?} after the release")
+            })
+            .expect("waiter task");
+        let after = woken.saturating_duration_since(released);
+        assert!(
+            after < WOKEN,
+            "the {name} waiter got in {after:?} after the release on the new primary"
+        );
+    }
+}

@@ -836,3 +836,94 @@ async fn durations_too_long_to_represent_saturate_on_sentinel_and_cluster() {
         guard.release().await.expect("release");
     }
 }
+
+/// How soon a release on the new primary must reach a waiter after a
+/// failover: a release message and one attempt (200 ms on an idle machine;
+/// the bound leaves room for a loaded one). Before waiters watched again,
+/// a reader and a permit waiter slept until the holder's 20 s lease ended.
+const WOKEN: Duration = Duration::from_secs(1);
+
+/// Waits until `locks` takes its locks on `primary`: it has followed the
+/// failover (its waiters then watch there too).
+async fn until_locking_on(locks: &LockManager, primary: &RedisServer) {
+    let on_primary = poll_async(FOLLOW, || async {
+        let Ok(Some(guard)) = within(locks.try_acquire("probe", long())).await else {
+            return false;
+        };
+        let here = lock_value(primary, "probe").as_str() == Some(guard.token());
+        within(guard.release()).await.ok();
+        here
+    })
+    .await;
+    assert!(on_primary, "the manager never followed the failover");
+}
+
+/// After a failover the waiters of every kind (a permit, a read of a
+/// write-locked key, a plain lock) watch the new primary: its releases wake
+/// them at once, not when the holder's lease would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover() {
+    let topology = RedisSentinel::start();
+    let holder = manager(&topology).await;
+    let other = manager(&topology).await;
+    let lease = LockOptions::new().ttl(Duration::from_secs(20));
+    let permit = holder
+        .semaphore("sem", 1)
+        .acquire(lease.clone())
+        .await
+        .unwrap();
+    let writer = holder.acquire_write("doc", lease.clone()).await.unwrap();
+    let plain = holder.acquire("plain", lease.clone()).await.unwrap();
+    let waiting = lease.wait(Duration::from_secs(40));
+    let woken_at = |name: &'static str, outcome: Result<(), LockError>| {
+        outcome.unwrap_or_else(|err| panic!("the {name} waiter: {err:?}"));
+        Instant::now()
+    };
+    let permit_waiter = tokio::spawn({
+        let (semaphore, options) = (other.semaphore("sem", 1), waiting.clone());
+        async move { woken_at("permit", semaphore.acquire(options).await.map(drop)) }
+    });
+    let reader = tokio::spawn({
+        let (locks, options) = (other.clone(), waiting.clone());
+        async move { woken_at("reader", locks.acquire_read("doc", options).await.map(drop)) }
+    });
+    let lock_waiter = tokio::spawn({
+        let (locks, options) = (other.clone(), waiting.clone());
+        async move { woken_at("lock", locks.acquire("plain", options).await.map(drop)) }
+    });
+    let channels = ["lock-sem:sem", "lock-rw:doc", "lock:plain"];
+    for channel in channels {
+        assert_subscribed_soon(topology.primary(), channel).await;
+    }
+
+    blocking(|| topology.failover());
+    let promoted = topology.primary();
+    until_locking_on(&holder, promoted).await;
+    until_locking_on(&other, promoted).await;
+    for channel in channels {
+        assert_subscribed_soon(promoted, channel).await;
+    }
+    let released = Instant::now();
+    within(permit.release()).await.expect("permit released");
+    within(writer.release())
+        .await
+        .expect("write lease released");
+    within(plain.release()).await.expect("lock released");
+    for (name, waiter) in [
+        ("permit", permit_waiter),
+        ("reader", reader),
+        ("lock", lock_waiter),
+    ] {
+        let woken = tokio::time::timeout(NO_HANG, waiter)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the {name} waiter still waits {NO_HANG:?} after the release")
+            })
+            .expect("waiter task");
+        let after = woken.saturating_duration_since(released);
+        assert!(
+            after < WOKEN,
+            "the {name} waiter got in {after:?} after the release on the new primary"
+        );
+    }
+}

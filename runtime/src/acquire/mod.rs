@@ -426,14 +426,18 @@ impl Request<'_> {
         let _waiting = self.label.waiting();
         // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
         let deadline = started.checked_add(wait);
+        let mut watched_on = self.backend.notifier();
         let mut ticket = self.watch(deadline).await;
-        if let (Some(ticket), true) = (ticket.as_mut(), self.hands_off) {
-            ticket.expect_grant(self.token.as_str());
-        }
         let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
         let mut errors_in_row = 0;
         loop {
             if let Some(at) = retry_at {
+                if self.backend.notifier() != watched_on {
+                    // The releases now come from elsewhere (a failover).
+                    watched_on = self.backend.notifier();
+                    drop(ticket.take());
+                    ticket = self.watch(deadline).await;
+                }
                 let at = deadline.map_or(at, |deadline| at.min(deadline));
                 if self.sleep_until(at, &mut ticket).await == Some(Wake::Granted) {
                     match self.confirm_grant().await {
@@ -491,16 +495,20 @@ impl Request<'_> {
         }
     }
 
-    /// Subscribes to the key's releases, within the deadline: `None` when it
-    /// passed first (one last attempt then decides).
+    /// Subscribes to the key's releases (and a lock's grants), within the
+    /// deadline: `None` when it passed first (one last attempt then decides).
     async fn watch(&self, deadline: Option<Instant>) -> Option<WaitTicket> {
         let watching = self.backend.watch(self.key);
-        match deadline {
+        let mut ticket = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline.into(), watching)
                 .await
                 .ok(),
             None => Some(watching.await),
+        };
+        if let (Some(ticket), true) = (ticket.as_mut(), self.hands_off) {
+            ticket.expect_grant(self.token.as_str());
         }
+        ticket
     }
 
     /// Sleeps until `at`, or until a release wakes `ticket`: which wake-up

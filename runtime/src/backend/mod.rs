@@ -308,6 +308,18 @@ impl Backend {
         }
     }
 
+    /// Which server the releases that wake waiters come from: it changes
+    /// when the Sentinel backend follows a failover to a new primary, and
+    /// then a waiter must watch again (the old primary's releases no longer
+    /// concern it). Constant on the other backends, whose notifications
+    /// follow their servers by themselves (see `notify`).
+    pub(crate) fn notifier(&self) -> u64 {
+        match self {
+            Backend::Sentinel(sentinel) => sentinel.generation(),
+            _ => 0,
+        }
+    }
+
     /// Registers interest in releases of `key`; once this returns, a release wakes the ticket.
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         match self {

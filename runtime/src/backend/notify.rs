@@ -155,6 +155,13 @@ impl Notifications {
         Notifications { queues, listeners }
     }
 
+    /// Wakes every local waiter of every key, so that each tries again.
+    pub(crate) fn wake_every_waiter(&self) {
+        for key in self.queues.waited_keys() {
+            self.queues.wake_every(&key);
+        }
+    }
+
     /// How many waiters of this process are queued for `lock_key` now.
     pub(crate) fn local_waiters(&self, lock_key: &str) -> usize {
         self.queues.waiters(lock_key)

@@ -389,6 +389,11 @@ impl RedisBackend {
         self.notifications.local_waiters(key.channel())
     }
 
+    /// Wakes every local waiter of every key, so that each tries again.
+    pub(crate) fn wake_every_waiter(&self) {
+        self.notifications.wake_every_waiter();
+    }
+
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(key.channel(), 1).await
     }

@@ -24,8 +24,9 @@
 //!   primary still up: it takes writes until Sentinel demotes it, seconds
 //!   later.
 //! - Waiters subscribed on the old primary are no longer woken by its
-//!   releases; they try again at least every second (as queued waiters do)
-//!   and subscribe on the new primary then.
+//!   releases: on a switch every one of them is woken, tries again on the new
+//!   primary, and watches there (the engine compares
+//!   [`generation`](SentinelBackend::generation) with the one it watched).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -224,6 +225,15 @@ impl SentinelBackend {
         self.shared.current().primary.local_waiters(key)
     }
 
+    /// How many times the primary was replaced.
+    pub(crate) fn generation(&self) -> u64 {
+        self.shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation
+    }
+
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         let current = self.shared.current();
         current.primary.watch(key).await
@@ -370,6 +380,9 @@ impl Shared {
             addr: found.addr.into(),
             primary: Arc::new(primary),
         };
+        // Its waiters listen on the old primary: each tries again now, on
+        // the new one, and watches there.
+        current.primary.wake_every_waiter();
     }
 }
 
