@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockGuard, LockManager};
-use leasehold_testkit::{FaultProxy, RedisServer};
+use leasehold_testkit::{FaultProxy, RedisServer, RespValue};
 use support::{command_calls, connect, join_within, long, poll_async, waiting, PROMPTLY};
 use tokio::time::timeout;
 
@@ -179,6 +179,51 @@ async fn waiter_keeps_waiting_through_connection_errors_while_its_wait_lasts() {
         outcome.expect("connection errors within the wait are waited through"),
         KEY
     );
+}
+
+/// The server's clock in ms, as the queue scripts read it.
+fn server_ms(server: &RedisServer) -> i64 {
+    let Ok(RespValue::Array(time)) = server.command(&["TIME"]) else {
+        panic!("TIME answers an array");
+    };
+    let part = |i: usize| -> i64 {
+        time[i]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("TIME part")
+    };
+    part(0) * 1000 + part(1) / 1000
+}
+
+/// More dead waiters (crashed, their places expired) than one script drops
+/// (64) in front of a live one: no attempt takes the lock past the live
+/// waiter, though each call drops only 64 of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_waiter_behind_many_dead_ones_is_not_overtaken() {
+    let (server, guard) = server_with_key_held().await;
+    let (queue, places) = (format!("lock-queue:{KEY}"), format!("lock-wait:{KEY}"));
+    let now = server_ms(&server);
+    let mut queued = vec!["ZADD".to_owned(), queue.clone()];
+    let mut expiries = vec!["HSET".to_owned(), places.clone()];
+    for i in 0..200 {
+        queued.extend([i.to_string(), format!("dead-{i}")]);
+        expiries.extend([format!("dead-{i}"), (now - 1000).to_string()]);
+    }
+    queued.extend(["1000".to_owned(), "live".to_owned()]);
+    expiries.extend(["live".to_owned(), (now + 30_000).to_string()]);
+    for command in [queued, expiries] {
+        let args: Vec<&str> = command.iter().map(String::as_str).collect();
+        server.command(&args).expect("queue written");
+    }
+    guard.release().await.expect("holder releases");
+    let newcomer = connect(&server.url()).await;
+    for attempt in 0..4 {
+        let taken = newcomer.try_acquire(KEY, long()).await.expect("attempt");
+        assert!(
+            taken.is_none(),
+            "attempt {attempt} took the lock past a live queued waiter"
+        );
+    }
 }
 
 /// How long the waiter cut off from Redis waits: it keeps trying through

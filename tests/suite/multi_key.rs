@@ -314,6 +314,39 @@ async fn key_taken_from_a_set_renewed_together_is_lost_alone() {
     assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
 }
 
+/// A key of the set loses its lease while a later key is waited for: the
+/// set is not handed out half held; the keys come back and the caller is
+/// told which lease was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_whose_first_lease_is_lost_while_waiting_for_a_later_key_is_not_returned() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let rival = connect(&server.url()).await;
+    let held = rival.acquire("b", long()).await.unwrap();
+    let ttl = Duration::from_millis(600);
+    let taking = tokio::spawn({
+        let locks = locks.clone();
+        let options = LockOptions::new().ttl(ttl).wait(Duration::from_secs(10));
+        async move { locks.acquire_all(["a", "b"], options).await }
+    });
+    assert!(
+        poll_until(Duration::from_secs(2), || lock_value(&server, "a")
+            .as_str()
+            .is_some()),
+        "the first key is taken"
+    );
+    server.command(&["DEL", "lock:a"]).unwrap();
+    // The watchdog finds the first key gone within one ttl.
+    tokio::time::sleep(ttl * 2).await;
+    held.release().await.unwrap();
+    let taken = within(taking).await.expect("acquire_all task");
+    assert!(
+        matches!(taken, Err(LockError::LeaseLost { ref key }) if key == "a"),
+        "a set with a lost lease was handed out: {taken:?}"
+    );
+    assert!(is_free(&locks, "a").await && is_free(&locks, "b").await);
+}
+
 /// The body is cancelled as soon as the lease of any key is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_any_key_cancels_the_body() {

@@ -108,7 +108,9 @@ impl LockManager {
     /// key fails (busy after the wait, or an error), the keys taken so far
     /// are released at once (a `hold_at_least` applies only to a set that
     /// was held: it counts from when the last key was taken) before the
-    /// error returns. Each key has its own lease;
+    /// error returns; so are they when a key's lease was lost while a later
+    /// key was waited for (`LeaseLost` naming it): a set is returned only
+    /// with every lease held. Each key has its own lease;
     /// once all are held, their renewals are sent together, in one cycle
     /// every ttl/3 (in flight at the same time, not one after another); a key
     /// whose renewal fails is lost on its own, which makes the set lost.
@@ -198,6 +200,15 @@ impl LockManager {
                     return outcome.map(|_| None);
                 }
             }
+        }
+        // A key taken early may have lost its lease while a later one was
+        // waited for (taken over, or not renewed in time): the set was
+        // never held whole, so none of it is handed out.
+        if let Some(lost) = guards.iter().find(|guard| guard.is_lost()) {
+            let key = lost.key().to_owned();
+            tracing::warn!(key, "a key's lease was lost while later keys of the set were taken; giving the set back");
+            give_back(guards, &key).await;
+            return Err(LockError::LeaseLost { key });
         }
         if let Some(hold) = hold {
             let until = Instant::now() + hold;

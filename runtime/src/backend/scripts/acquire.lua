@@ -34,7 +34,7 @@ if holder == token then
 end
 if not holder then
   local first = first_live_waiter(KEYS[2], KEYS[3])
-  if not first or first == token then
+  if first == nil or first == token then
     leave_queue(KEYS[2], KEYS[3], token)
     redis.call('SET', KEYS[1], token, 'PX', lease)
     return {1, 0}

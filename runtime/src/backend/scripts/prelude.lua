@@ -8,24 +8,44 @@ local function clock_us()
   return tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 
--- The first waiter of the queue whose place has not expired, or nil. Waiters
--- whose place expired (they died, or stopped waiting without saying so) are
--- dropped on the way, at most 64 per call so a script never runs long.
+-- The first waiter of the queue whose place has not expired; nil when there
+-- is none. Waiters whose place expired (they died, or stopped waiting without
+-- saying so) are dropped on the way, in batches that grow from 1 (the usual
+-- case: the head is alive) to 896, at most 1024 per call so a script never
+-- runs long; false when that many were dropped and the queue goes on: a
+-- live waiter may be behind them, so nobody may take the lock past them yet
+-- (the next call drops more).
 local function first_live_waiter(queue_key, waiters_key)
   local now_ms = clock_us() / 1000
-  for _ = 1, 64 do
-    local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
-    if not head then
-      return nil
+  local from = 0
+  for _, batch in ipairs({1, 15, 112, 896}) do
+    local heads = redis.call('ZRANGE', queue_key, from, from + batch - 1)
+    if #heads == 0 then
+      break
     end
-    local expires = tonumber(redis.call('HGET', waiters_key, head))
-    if expires and expires >= now_ms then
-      return head
+    local expiries = redis.call('HMGET', waiters_key, unpack(heads))
+    for i, head in ipairs(heads) do
+      local expires = tonumber(expiries[i])
+      if expires and expires >= now_ms then
+        if from + i > 1 then
+          local dead = redis.call('ZRANGE', queue_key, 0, from + i - 2)
+          redis.call('ZREM', queue_key, unpack(dead))
+          redis.call('HDEL', waiters_key, unpack(dead))
+        end
+        return head
+      end
     end
-    redis.call('ZREM', queue_key, head)
-    redis.call('HDEL', waiters_key, head)
+    from = from + #heads
   end
-  return nil
+  if from > 0 then
+    local dead = redis.call('ZRANGE', queue_key, 0, from - 1)
+    redis.call('ZREM', queue_key, unpack(dead))
+    redis.call('HDEL', waiters_key, unpack(dead))
+  end
+  if redis.call('EXISTS', queue_key) == 0 then
+    return nil
+  end
+  return false
 end
 
 -- Removes `token` from the queue.

@@ -15,8 +15,9 @@
 -- the grant when the window ends, and the next waiter takes the lock then.
 -- With a grant window every waiter queues, so an empty queue means nobody to
 -- tell: the lock is deleted and nothing is published (the uncontended
--- release costs GET, EXISTS, DEL). Otherwise the message `1` wakes one waiter
--- of each listening process, which then tries again.
+-- release costs GET, EXISTS, DEL). Otherwise (no live waiter, or too many
+-- dead ones to look past in one script) the message `1` wakes one waiter of
+-- each listening process, which then tries again.
 local token, window = ARGV[1], tonumber(ARGV[2])
 if redis.call('GET', KEYS[1]) ~= token then
   leave_queue(KEYS[2], KEYS[3], token)
