@@ -23,9 +23,8 @@ local function first_live_waiter(queue_key, waiters_key)
     if #heads == 0 then
       break
     end
-    local expiries = redis.call('HMGET', waiters_key, unpack(heads))
     for i, head in ipairs(heads) do
-      local expires = tonumber(expiries[i])
+      local expires = tonumber(redis.call('HGET', waiters_key, head))
       if expires and expires >= now_ms then
         if from + i > 1 then
           local dead = redis.call('ZRANGE', queue_key, 0, from + i - 2)
