@@ -148,9 +148,18 @@ async fn failed_connect_names_the_address_it_tried_but_never_the_password() {
     let address = format!("127.0.0.1:{}", dead.port());
     let url = format!("redis://svc:{PASSWORD}@{address}");
     let attempts = [
-        ("connect", timeout(NO_HANG, LockManager::connect(&url)).await),
-        ("cluster", timeout(NO_HANG, LockManager::cluster([url.as_str()])).await),
-        ("redlock", timeout(NO_HANG, LockManager::redlock([url.as_str()])).await),
+        (
+            "connect",
+            timeout(NO_HANG, LockManager::connect(&url)).await,
+        ),
+        (
+            "cluster",
+            timeout(NO_HANG, LockManager::cluster([url.as_str()])).await,
+        ),
+        (
+            "redlock",
+            timeout(NO_HANG, LockManager::redlock([url.as_str()])).await,
+        ),
         (
             "sentinel",
             timeout(NO_HANG, LockManager::sentinel("orders", [url.as_str()])).await,
