@@ -117,9 +117,11 @@ use proc_macro::TokenStream;
 ///   a transaction the caller opened (`false`, see below).
 /// - `crate = path`: where `leasehold` is, if re-exported elsewhere.
 ///
-/// A parameter whose type names `Transaction`, or is a `&mut` to a type whose
-/// name ends with `Connection` (`&mut PgConnection`), is a compile error: the
-/// caller would commit after this function returned and released the lock.
+/// A parameter whose type names `Transaction` with arguments
+/// (`Transaction<'_, Postgres>`), or is a `&mut` to a type whose name ends
+/// with `Connection` (`&mut PgConnection`) other than a Redis connection, looks
+/// like a transaction the caller opened and is a compile error: the caller
+/// would commit after this function returned and released the lock.
 /// Open the transaction inside the lock with `#[transactional]` instead.
 /// Stacked with `#[transactional]` in either order, the lock is taken before
 /// the transaction begins and released after it commits.

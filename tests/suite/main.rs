@@ -26,6 +26,7 @@ mod handoff;
 mod leader;
 mod macro_expansion;
 mod macro_runtime;
+mod macro_shapes;
 mod multi_key;
 mod operations;
 mod partition;

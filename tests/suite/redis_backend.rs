@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockManager, LockOptions};
-use leasehold_testkit::RedisServer;
+use leasehold_testkit::{ExtraPort, RedisServer};
 use support::{
     assert_lease_lost, command_calls, fence_counter, lock_value, long, reconnect, waiting, Harness,
     NO_HANG,
@@ -138,11 +138,54 @@ async fn connect_to_unreachable_redis_fails_with_connection_error() {
     assert!(started.elapsed() < NO_HANG);
 }
 
+/// A failed connect names the address it tried, so that an operator knows
+/// which server to look at, and never the URL's password: for one server,
+/// a cluster seed, a Redlock node and a Sentinel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_connect_names_the_address_it_tried_but_never_the_password() {
+    const PASSWORD: &str = "Pw-ADDR-51c0e9";
+    let dead = ExtraPort::reserve();
+    let address = format!("127.0.0.1:{}", dead.port());
+    let url = format!("redis://svc:{PASSWORD}@{address}");
+    let attempts = [
+        (
+            "connect",
+            timeout(NO_HANG, LockManager::connect(&url)).await,
+        ),
+        (
+            "cluster",
+            timeout(NO_HANG, LockManager::cluster([url.as_str()])).await,
+        ),
+        (
+            "redlock",
+            timeout(NO_HANG, LockManager::redlock([url.as_str()])).await,
+        ),
+        (
+            "sentinel",
+            timeout(NO_HANG, LockManager::sentinel("orders", [url.as_str()])).await,
+        ),
+    ];
+    for (constructor, attempt) in attempts {
+        let result = attempt.unwrap_or_else(|_| panic!("{constructor} gives up by itself"));
+        let err = match result {
+            Err(err @ LockError::Connection(_)) => err,
+            other => panic!("{constructor} to a dead port gave {other:?}"),
+        };
+        let shown = format!("{err} / {err:?}");
+        assert!(shown.contains(&address), "{constructor}: {shown}");
+        assert!(!shown.contains(PASSWORD), "{constructor}: {shown}");
+    }
+}
+
+/// `connect` to a server that accepts connections but never answers fails
+/// within about twice the connect timeout (1 s by default), as the README
+/// says; the bound allows a busy machine 2 s more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_server_that_never_answers_fails_instead_of_hanging() {
     // Accepts TCP connections (into its backlog) but never says a word.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("redis://{}", silent.local_addr().unwrap());
+    let started = Instant::now();
     let result = timeout(NO_HANG, LockManager::connect(&url))
         .await
         .expect("connect to a silent server gives up by itself");
@@ -150,6 +193,9 @@ async fn connect_to_server_that_never_answers_fails_instead_of_hanging() {
         matches!(result, Err(LockError::Connection(_))),
         "connect to a silent server gave {result:?}"
     );
+    let took = started.elapsed();
+    println!("connect to a silent server failed after {took:?}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
     drop(silent);
 }
 

@@ -537,10 +537,14 @@ async fn no_reachable_sentinel_fails_with_a_connection_error_promptly() {
         ),
         other => panic!("expected Connection, got {other:?}"),
     }
+    // The README's bound, twice the connect plus response timeouts (2 s),
+    // which the runtime enforces with a timer; 1 s more for a busy machine.
+    let promised = (TIMEOUT + TIMEOUT) * 2;
+    let took = started.elapsed();
+    println!("no reachable Sentinel: failed after {took:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?} with 500 ms timeouts",
-        started.elapsed()
+        took < promised + Duration::from_secs(1),
+        "took {took:?} with 500 ms timeouts"
     );
 }
 

@@ -32,7 +32,7 @@ pub(crate) fn format_call(
     for placeholder in &template.placeholders {
         let span = span_of(key, placeholder.range.clone());
         match params.check(placeholder, &sig.ident) {
-            Ok(()) => arguments.push(access(placeholder, span)),
+            Ok(param) => arguments.push(access(placeholder, param, span)),
             Err(message) => errors.push(syn::Error::new(span, message)),
         }
     }
@@ -59,12 +59,15 @@ fn span_of(key: &LitStr, range: Range<usize>) -> Span {
 }
 
 /// `&root.field.field`, located at the placeholder so that a missing field or
-/// a missing `Display` impl is reported there. The hygiene stays the call
-/// site's, so the names resolve to the parameters, and marks the code as
-/// generated, so the compiler does not suggest edits inside the key text.
-fn access(placeholder: &Placeholder, location: Span) -> TokenStream {
+/// a missing `Display` impl is reported there. The root is the parameter's
+/// own identifier (`param`), so it resolves to the parameter wherever the
+/// function was written, inside a `macro_rules!` too. The rest belongs to
+/// the expansion (call-site hygiene), which keeps the compiler from
+/// suggesting edits inside the key text, such as replacing it with a field.
+fn access(placeholder: &Placeholder, param: &Ident, location: Span) -> TokenStream {
+    let mut root = param.clone();
+    root.set_span(param.span().located_at(location));
     let span = Span::call_site().located_at(location);
-    let root = ident(&placeholder.root, span);
     let fields = placeholder.fields.iter().map(|field| match field.parse() {
         Ok(index) => Member::Unnamed(Index { index, span }),
         Err(_) => Member::Named(ident(field, span)),
@@ -86,7 +89,9 @@ fn ident(name: &str, span: Span) -> Ident {
 
 /// The names a placeholder may refer to.
 struct Params {
-    /// `self`, if a method, then each parameter bound to a plain name.
+    /// `self`, if a method, then each parameter bound to a plain name, as
+    /// written (its identifier, hygiene included) and by name.
+    idents: Vec<Ident>,
     names: Vec<String>,
     /// Names bound inside destructuring patterns such as `(a, b): (u32, u32)`.
     destructured: Vec<String>,
@@ -95,14 +100,19 @@ struct Params {
 impl Params {
     fn of(sig: &Signature) -> Self {
         let mut params = Params {
+            idents: Vec::new(),
             names: Vec::new(),
             destructured: Vec::new(),
         };
         for input in &sig.inputs {
             match input {
-                FnArg::Receiver(_) => params.names.push("self".to_owned()),
+                FnArg::Receiver(receiver) => {
+                    params.idents.push(Ident::from(receiver.self_token));
+                    params.names.push("self".to_owned());
+                }
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(PatIdent { ident, .. }) => {
+                        params.idents.push(ident.clone());
                         params.names.push(ident.unraw().to_string());
                     }
                     pattern => BoundNames(&mut params.destructured).visit_pat(pattern),
@@ -112,11 +122,12 @@ impl Params {
         params
     }
 
-    /// `Err` with the message to show when `placeholder` names no parameter.
-    fn check(&self, placeholder: &Placeholder, function: &Ident) -> Result<(), String> {
+    /// The parameter `placeholder` names, or `Err` with the message to show
+    /// when it names none.
+    fn check(&self, placeholder: &Placeholder, function: &Ident) -> Result<&Ident, String> {
         let root = &placeholder.root;
-        if self.names.contains(root) {
-            Ok(())
+        if let Some(index) = self.names.iter().position(|name| name == root) {
+            Ok(&self.idents[index])
         } else if root == "self" {
             Err(format!(
                 "`{}` needs a method, but `{function}` has no `self` parameter",

@@ -1,6 +1,7 @@
 //! `#[distributed_lock(...)]`: the function's body runs inside the runtime's
 //! `locked` call, under the key its template builds.
 
+mod boxed_future;
 mod duration;
 mod key;
 mod open_transaction;
@@ -18,6 +19,7 @@ use crate::shared::args::krate;
 use crate::shared::errors::{with_error, Errors};
 use crate::shared::mention::mention_params;
 use crate::shared::signature::{self, Requirements};
+use boxed_future::BoxedFuture;
 use options::{Mode, OnBusy, OnLost, Options};
 use setting::Setting;
 
@@ -37,23 +39,30 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(reordered) = stacking::move_transaction_inside(&args, &function) {
         return reordered;
     }
-    if let Some(error) = stacking::runtime_attribute_above(&function) {
+    // A method of an `#[async_trait]` impl: checked and wrapped as the
+    // `async fn` it was written as, then boxed again. On a mistake, the
+    // method is emitted as async-trait left it.
+    let (boxed, wrapped) = match BoxedFuture::recognise(&function) {
+        Some((boxed, unboxed)) => (Some(boxed), unboxed),
+        None => (None, function.clone()),
+    };
+    if let Some(error) = stacking::runtime_attribute_above(&wrapped) {
         return with_error(function.into_token_stream(), error);
     }
     let mut errors = Errors::default();
     let options = options::parse(args.clone(), &mut errors);
-    let return_type = signature::check(&function.sig, &REQUIREMENTS, &mut errors);
+    let return_type = signature::check(&wrapped.sig, &REQUIREMENTS, &mut errors);
     if options
         .as_ref()
         .is_some_and(|options| !options.allow_open_transaction)
     {
-        open_transaction::check(&function.sig, &mut errors);
+        open_transaction::check(&wrapped.sig, &mut errors);
     }
     let key = options.as_ref().and_then(|options| {
         let keys: Vec<TokenStream> = options
             .keys
             .iter()
-            .filter_map(|key| key::format_call(key, &function.sig, &mut errors))
+            .filter_map(|key| key::format_call(key, &wrapped.sig, &mut errors))
             .collect();
         match (keys.len() == options.keys.len(), options.several) {
             (false, _) => None,
@@ -63,7 +72,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     });
     match (errors.finish(), options, key, return_type) {
         (Ok(()), Some(options), Some(key), Some(return_type)) => {
-            rewrite(function, &options, key, &return_type)
+            let rewritten = rewrite(wrapped, &options, key, &return_type);
+            match boxed {
+                Some(boxed) => boxed.restore(rewritten),
+                None => rewritten,
+            }
         }
         (Err(error), ..) => {
             mention_params(&mut function, &args);

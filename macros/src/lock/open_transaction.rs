@@ -8,13 +8,17 @@
 //! transaction are refused unless `allow_open_transaction = true`.
 
 use syn::visit::Visit;
-use syn::{FnArg, Pat, PatIdent, PatType, Signature, Type, TypePath, TypeReference};
+use syn::{FnArg, Pat, PatIdent, PatType, PathArguments, Signature, Type, TypePath, TypeReference};
 
 use crate::shared::errors::Errors;
 
 /// Records an error at each parameter of `sig` whose type looks like an open
-/// transaction: a type that names `Transaction` anywhere, or a `&mut` to a
-/// type whose last path segment ends with `Connection`.
+/// transaction: a type that names `Transaction` with arguments anywhere
+/// (`Transaction<'_, Postgres>`; a domain type `Transaction` without them is
+/// left alone), or a `&mut` to a type whose last path segment ends with
+/// `Connection`, unless it is plainly not a database's (a Redis connection).
+/// Syntax cannot tell for sure, so the message says "looks like" and names
+/// the opt-out.
 pub(crate) fn check(sig: &Signature, errors: &mut Errors) {
     for input in &sig.inputs {
         let FnArg::Typed(param) = input else {
@@ -41,16 +45,18 @@ fn message(param: &PatType, found: Found, sig: &Signature) -> String {
         _ => "this parameter".to_owned(),
     };
     let what = match found {
-        Found::Transaction => "is a transaction opened by the caller",
-        Found::Connection => "may be a connection inside a transaction opened by the caller",
+        Found::Transaction => "looks like a database transaction opened by the caller",
+        Found::Connection => {
+            "looks like a database connection, which may be inside a transaction opened by the caller"
+        }
     };
     format!(
-        "{name} {what}: the lock would be released when `{function}` returns, before the \
-         caller commits, so the next holder could read data from before this call's writes. \
-         Take the lock before the transaction begins: let this function open it with \
-         `#[transactional(pool = ...)]`, or lock the function that begins it. If the caller \
-         commits before anyone else may act on the data, opt out with \
-         `allow_open_transaction = true`",
+        "{name} {what}: if so, the lock would be released when `{function}` returns, before \
+         the caller commits, so the next holder could read data from before this call's \
+         writes. Take the lock before the transaction begins: let this function open it with \
+         `#[transactional(pool = ...)]`, or lock the function that begins it. If it is not \
+         an open transaction, or the caller commits before anyone else may act on the data, \
+         write `allow_open_transaction = true` in the attribute",
         function = sig.ident,
     )
 }
@@ -63,7 +69,10 @@ struct Finder {
 
 impl Visit<'_> for Finder {
     fn visit_type_path(&mut self, ty: &TypePath) {
-        if ty.path.segments.iter().any(|s| s.ident == "Transaction") {
+        let transaction = ty.path.segments.iter().any(|segment| {
+            segment.ident == "Transaction" && !matches!(segment.arguments, PathArguments::None)
+        });
+        if transaction {
             self.found.get_or_insert(Found::Transaction);
         }
         syn::visit::visit_type_path(self, ty);
@@ -78,13 +87,23 @@ impl Visit<'_> for Finder {
 }
 
 /// A path whose last segment ends with `Connection`: `PgConnection`,
-/// `sqlx::SqliteConnection`, `PoolConnection<Postgres>`, `DB::Connection`.
+/// `sqlx::SqliteConnection`, `PoolConnection<Postgres>`, `DB::Connection`;
+/// not a Redis connection (a path through `redis`, or redis-rs's
+/// `MultiplexedConnection` and `ClusterConnection`), which has no
+/// transaction to commit later.
 fn is_connection(ty: &Type) -> bool {
+    const NOT_DATABASES: &[&str] = &["MultiplexedConnection", "ClusterConnection"];
     match ty {
-        Type::Path(TypePath { path, .. }) => path
-            .segments
-            .last()
-            .is_some_and(|last| last.ident.to_string().ends_with("Connection")),
+        Type::Path(TypePath { path, .. }) => {
+            let redis = path.segments.iter().any(|segment| segment.ident == "redis");
+            !redis
+                && path.segments.last().is_some_and(|last| {
+                    let name = last.ident.to_string();
+                    name.ends_with("Connection")
+                        && !name.contains("Redis")
+                        && !NOT_DATABASES.contains(&name.as_str())
+                })
+        }
         Type::Group(group) => is_connection(&group.elem),
         Type::Paren(paren) => is_connection(&paren.elem),
         _ => false,
@@ -117,7 +136,8 @@ mod tests {
             let errors = flagged(signature);
             assert_eq!(errors.len(), 1, "{signature}");
             assert!(
-                errors[0].starts_with("`tx` is a transaction opened by the caller"),
+                errors[0]
+                    .starts_with("`tx` looks like a database transaction opened by the caller"),
                 "{signature}: {errors:?}"
             );
         }
@@ -134,7 +154,7 @@ mod tests {
             let errors = flagged(signature);
             assert_eq!(errors.len(), 1, "{signature}");
             assert!(
-                errors[0].starts_with("`conn` may be a connection"),
+                errors[0].starts_with("`conn` looks like a database connection"),
                 "{errors:?}"
             );
         }
@@ -142,9 +162,9 @@ mod tests {
 
     #[test]
     fn every_flagged_parameter_is_reported() {
-        let errors = flagged("async fn f(a: &mut PgConnection, (b, c): (Transaction, u8))");
+        let errors = flagged("async fn f(a: &mut PgConnection, (b, c): (Transaction<'_, Pg>, u8))");
         assert_eq!(errors.len(), 2);
-        assert!(errors[1].starts_with("this parameter is a transaction"));
+        assert!(errors[1].starts_with("this parameter looks like a database transaction"));
     }
 
     #[test]
@@ -153,6 +173,7 @@ mod tests {
         assert!(errors[0].contains("when `pay` returns, before the caller commits"));
         assert!(errors[0].contains("#[transactional(pool = ...)]"));
         assert!(errors[0].contains("allow_open_transaction = true"));
+        assert!(errors[0].contains("if so,"));
     }
 
     #[test]
@@ -162,6 +183,12 @@ mod tests {
             "async fn f(pool: &Pool<Postgres>, redis: MultiplexedConnection)",
             "async fn f(order: &Order, transactions: Vec<TransactionId>)",
             "async fn f(db: &mut Database, log: &mut ConnectionLog)",
+            // Domain types and Redis connections, which hold no transaction.
+            "async fn f(payment: &Transaction, all: &[Transaction])",
+            "async fn f(conn: &mut MultiplexedConnection)",
+            "async fn f(conn: &mut redis::aio::MultiplexedConnection)",
+            "async fn f(conn: &mut redis::cluster_async::ClusterConnection)",
+            "async fn f(conn: &mut redis::aio::Connection, c: &mut RedisConnection)",
         ] {
             assert!(flagged(signature).is_empty(), "{signature}");
         }

@@ -2,22 +2,32 @@
 //! runtime drives, with a "fake return edge" that ties the block to the
 //! function's declared return type.
 
-use proc_macro2::{Ident, TokenStream};
-use quote::quote_spanned;
+use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Block, Type, TypeInfer};
 
-/// The statements of `block`, spliced (not nested as a block, which the
-/// compiler would flag as unnecessary braces around a one-line body), after a
-/// statement that never runs but fixes the enclosing async block's output to
-/// `return_type`: `?` then converts errors into it, and a wrong value in the
-/// body is reported against the user's code, not the generated code.
-/// `return_var` names that statement's variable; it is unnameable by the user.
+/// The user's `block`, braces and all, as the value of the enclosing async
+/// block, after a statement that never runs but fixes that async block's
+/// output to `return_type`: `?` then converts errors into it, and a wrong
+/// value in the body is reported against the user's code, not the generated
+/// code. `return_var` names that statement's variable; it is unnameable by
+/// the user.
+///
+/// The user's statements stay a block of their own, so lints that read a
+/// block's statements see only the user's: a `use` or `const` at the top of
+/// the body draws no `clippy::items_after_statements` for following the
+/// generated statement. Its braces are located where the user wrote them
+/// but belong to the expansion, so that `unused_braces` does not ask to
+/// remove them from a one-line body.
 pub(crate) fn statements(block: &Block, return_type: &Type, return_var: &Ident) -> TokenStream {
     let return_span = return_type.span();
-    let stmts = &block.stmts;
     let return_type = inferable(return_type);
+    let stmts = &block.stmts;
+    let braces = Span::call_site().located_at(block.brace_token.span.join());
+    let mut block = Group::new(Delimiter::Brace, quote!(#(#stmts)*));
+    block.set_span(braces);
     quote_spanned! {return_span=>
         #[allow(
             unknown_lints,
@@ -30,7 +40,7 @@ pub(crate) fn statements(block: &Block, return_type: &Type, return_var: &Ident) 
             let #return_var: #return_type = loop {};
             return #return_var;
         }
-        #(#stmts)*
+        #block
     }
 }
 

@@ -34,7 +34,8 @@ pub(crate) fn check(
         errors.push(syn::Error::new(sig.fn_token.span, message));
     }
     let result_required = format!(
-        "the function must return `Result<T, E>` where `E: From<{}>`",
+        "the function must return `Result<T, E>` where `E: From<{}>`, or an alias of it \
+         (`io::Result<T>`, `type Fallible<T> = Result<T, MyError>`)",
         requirements.error
     );
     match &sig.output {
@@ -52,17 +53,23 @@ pub(crate) fn check(
     }
 }
 
-/// A path whose last segment is `Result` or ends with it (`io::Result<T>`,
-/// `AppResult<T>`). Whether it really is a `Result` whose error converts is
-/// left to the compiler, through the runtime's trait bound.
+/// A type that may be a `Result`: any path (a macro cannot see through a
+/// type alias, so `Fallible<T>`, `io::Result<T>` and `Outcome` may all be
+/// one), except the standard types that plainly are not (`Option`, `Vec`,
+/// `String`, `Box`, the primitives). Tuples, references, `impl Trait` and
+/// the like are refused. Whether a path really is a `Result` whose error
+/// converts is left to the compiler, which checks the body's value against
+/// `Result<T, E>` at the return type.
 fn is_result_like(ty: &Type) -> bool {
+    const NOT_RESULTS: &[&str] = &[
+        "Option", "Vec", "String", "Box", "bool", "char", "str", "u8", "u16", "u32", "u64", "u128",
+        "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
+    ];
     match ty {
-        Type::Path(TypePath {
-            qself: None, path, ..
-        }) => path
+        Type::Path(TypePath { path, .. }) => path
             .segments
             .last()
-            .is_some_and(|last| last.ident.to_string().ends_with("Result")),
+            .is_some_and(|last| !NOT_RESULTS.iter().any(|name| last.ident == name)),
         Type::Group(group) => is_result_like(&group.elem),
         Type::Paren(paren) => is_result_like(&paren.elem),
         _ => false,
@@ -99,6 +106,9 @@ mod tests {
             "io::Result<Vec<u8>>",
             "anyhow::Result<()>",
             "AppResult<T>",
+            "Fallible<T>",
+            "Outcome",
+            "<T as Trait>::Result",
             "(Result<u8, E>)",
         ] {
             assert!(result_like(ty), "{ty}");
@@ -111,11 +121,12 @@ mod tests {
             "()",
             "u32",
             "Option<u32>",
-            "ResultSet",
+            "std::option::Option<u32>",
+            "Vec<u8>",
+            "String",
             "&Result<u8, E>",
             "(Result<u8, E>, u8)",
             "impl Future<Output = Result<u8, E>>",
-            "<T as Trait>::Result",
         ] {
             assert!(!result_like(ty), "{ty}");
         }
@@ -127,7 +138,8 @@ mod tests {
             messages("fn f() -> u8"),
             [
                 "#[distributed_lock] requires an `async fn`",
-                "the function must return `Result<T, E>` where `E: From<LockError>`",
+                "the function must return `Result<T, E>` where `E: From<LockError>`, or an alias of \
+                 it (`io::Result<T>`, `type Fallible<T> = Result<T, MyError>`)",
             ]
         );
         assert!(messages("async fn f() -> Result<(), E>").is_empty());

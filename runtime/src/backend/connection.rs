@@ -12,7 +12,7 @@ use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErr
 
 use super::acl::permission_denied;
 use super::tls::TlsConfig;
-use crate::LockError;
+use crate::{redact_url, LockError};
 
 /// Time limits of the Redis connections.
 #[derive(Debug, Clone, Copy)]
@@ -42,13 +42,18 @@ pub(super) async fn open_manager(
     client
         .get_connection_manager_with_config(config)
         .await
-        .map_err(|err| connect_error(&err))
+        .map_err(|err| connect_error(&err, &client.get_connection_info().addr().to_string()))
 }
 
-/// Our error for a failure to connect: `Tls` when the handshake failed, else `Connection`.
-fn connect_error(err: &RedisError) -> LockError {
-    let message = err.to_string();
-    if is_tls_failure(&message) {
+/// Our error for a failure to connect to `address` (`host:port`, or seed
+/// URLs already redacted): `Tls` when the handshake failed, else
+/// `Connection`. Both name the address, never a password.
+fn connect_error(err: &RedisError, address: &str) -> LockError {
+    let cause = err.to_string();
+    // Classified on redis-rs's text alone: a host name may contain "tls".
+    let tls = is_tls_failure(&cause);
+    let message = format!("cannot connect to {address}: {cause}");
+    if tls {
         LockError::Tls(message)
     } else {
         LockError::Connection(message)
@@ -130,6 +135,12 @@ impl ClusterSeeds {
             .open_cluster_client(&self.urls, config.connect_timeout, response_timeout)
     }
 
+    /// The seed URLs for error messages, passwords hidden.
+    fn described(&self) -> String {
+        let urls: Vec<String> = self.urls.iter().map(|url| redact_url(url)).collect();
+        urls.join(", ")
+    }
+
     /// The per-connection settings that go with [`client`](Self::client)
     /// (redis-rs resets the per-attempt limit from them).
     pub(super) fn settings(
@@ -178,9 +189,10 @@ impl Target {
                     .await
                 {
                     Ok(Ok(connection)) => Ok(Commands::Cluster(connection)),
-                    Ok(Err(err)) => Err(connect_error(&err)),
+                    Ok(Err(err)) => Err(connect_error(&err, &seeds.described())),
                     Err(_) => Err(LockError::Connection(format!(
-                        "no cluster node answered within {limit:?}"
+                        "no cluster node of {} answered within {limit:?}",
+                        seeds.described()
                     ))),
                 }
             }

@@ -237,8 +237,9 @@ impl Sentinels {
             _ => ConnectionAddr::Tcp(host, port),
         };
         let info = self.primary.clone().set_addr(addr);
+        let named = info.addr().to_string();
         Client::open(info).map_err(|err| {
-            LockError::Connection(format!("cannot address the named primary: {err}"))
+            LockError::Connection(format!("cannot address the named primary {named}: {err}"))
         })
     }
 

@@ -1,4 +1,6 @@
-//! `io::Result`, a local alias, a custom error type with `From<LockError>`,
+//! `io::Result`, local aliases (`PayResult`, and `Fallible`, whose name does
+//! not end in `Result`: the macro cannot see through an alias, the compiler
+//! checks it), a custom error type with `From<LockError>`,
 //! and `?` converting errors inside the body.
 use std::io;
 
@@ -41,6 +43,14 @@ async fn charge(card: u64) -> PayResult<u64> {
     Ok(card)
 }
 
+/// The alias's name says nothing of a `Result`.
+type Fallible<T> = Result<T, PayError>;
+
+#[distributed_lock(key = "void:{card}")]
+async fn void(card: u64) -> Fallible<()> {
+    charge(card).await.map(drop)
+}
+
 #[distributed_lock(key = "refund:{card}")]
 async fn refund(card: u64) -> Result<u64, PayError> {
     let charged = charge(card).await?;
@@ -50,6 +60,7 @@ async fn refund(card: u64) -> Result<u64, PayError> {
 fn main() {
     spawnable(read("1"));
     spawnable(refund(1));
+    spawnable(void(1));
 }
 
 /// The futures must stay `Send`, so that they can be spawned.
