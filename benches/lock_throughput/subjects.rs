@@ -218,7 +218,7 @@ pub struct Annotated {
 
 impl Annotated {
     /// Locks `bench:u:{i}` around an empty body.
-    #[distributed_lock(key = "bench:u:{i}", ttl = "10s", client = self.locks)]
+    #[distributed_lock(key = "bench:u:{i}", ttl = "10s", manager = self.locks)]
     async fn cycle(&self, i: u64) -> Result<(), LockError> {
         Ok(())
     }

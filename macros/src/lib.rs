@@ -105,8 +105,8 @@ use proc_macro::TokenStream;
 ///   days; off).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
-///   installed with `leasehold::install`). `client = expr` is an older
-///   name for it.
+///   installed with `leasehold::install`). Its former name `client` is
+///   refused with the name to write.
 /// - `min_replicas = 1`: after acquiring, wait for this many replicas to
 ///   acknowledge (Redis `WAIT`, same round trip); too few means the lock is
 ///   released again and the call fails with `LockError::NotReplicated` (off).

@@ -7,7 +7,7 @@
 //! A call flows through these parts, each its own module:
 //!
 //! 1. **Attribute** (`leasehold-macros`): rewrites an annotated `async fn`
-//!    into one call of `__private::locked(manager, key, options, body)`.
+//!    into one call of `__private::locked::<OnBusy, ..>(manager, target, options, body)`.
 //! 2. **`LockManager`** (`manager`): `acquire`, `try_acquire` and `with_lock`.
 //!    It looks for a re-entry first (`scope`), then makes attempts; a busy lock
 //!    joins a **wait queue** (`wait_queue`) and retries when a release wakes it
@@ -68,10 +68,7 @@ mod validity;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::computed::{permits, refused, Computed};
-    pub use crate::private::{
-        locked, locked_all, locked_all_or_skipped, locked_or_skipped, permitted, read_locked,
-        write_locked, Skipped,
-    };
+    pub use crate::private::{locked, OnBusy, Skip, Skipped, Target, Wait};
 }
 
 pub use admin::{

@@ -1,32 +1,57 @@
-//! The entry points the `#[distributed_lock]` expansion calls. Not a stable API.
+//! The one entry point the `#[distributed_lock]` expansion calls. Not a
+//! stable API.
 
 use std::future::Future;
 
 use crate::{installed, LockError, LockManager, LockOptions};
 
-/// Runs the annotated body under the lock on `key`, taken from `client` or
-/// else from the installed default manager. Lock failures (busy after `wait`,
-/// Redis down, lease lost, nothing installed) come back as `Err(e.into())`,
-/// and the body does not run, or is cancelled.
-pub async fn locked<F, T, E>(
-    client: Option<LockManager>,
-    key: String,
-    options: LockOptions,
-    body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(manager.with_lock(&key, options, body).await),
-        None => Err(LockError::NotInstalled.into()),
+/// What an annotated function locks: its rendered key (or keys) and kind.
+#[derive(Debug)]
+pub enum Target {
+    /// The plain lock on one key.
+    Lock(String),
+    /// The plain locks on several keys, taken all or nothing.
+    Locks(Vec<String>),
+    /// One permit of the semaphore of this many permits on the key.
+    Permit(String, u32),
+    /// A read lease of the read/write lock on the key.
+    Read(String),
+    /// The write lease of the read/write lock on the key.
+    Write(String),
+}
+
+/// What a call does when its lock is held elsewhere: [`Wait`] up to the
+/// options' `wait`, or [`Skip`] at once.
+pub trait OnBusy<T> {
+    /// Whether the call makes one attempt and skips the body when busy.
+    const SKIPS: bool;
+
+    /// The value of a skipped call; `None` for a call that never skips.
+    fn skipped() -> Option<T>;
+}
+
+/// `on_busy = "wait"` (the default).
+#[derive(Debug, Clone, Copy)]
+pub struct Wait;
+
+/// `on_busy = "skip"`.
+#[derive(Debug, Clone, Copy)]
+pub struct Skip;
+
+impl<T> OnBusy<T> for Wait {
+    const SKIPS: bool = false;
+
+    fn skipped() -> Option<T> {
+        None
     }
 }
 
-/// The body's result, or the lock's error converted to the body's error type.
-fn flatten<T, E: From<LockError>>(outcome: Result<Result<T, E>, LockError>) -> Result<T, E> {
-    outcome.unwrap_or_else(|err| Err(err.into()))
+impl<T: Skipped> OnBusy<T> for Skip {
+    const SKIPS: bool = true;
+
+    fn skipped() -> Option<T> {
+        Some(T::skipped())
+    }
 }
 
 /// What an annotated function with `on_busy = "skip"` returns when the lock
@@ -50,129 +75,72 @@ impl<T> Skipped for Option<T> {
     }
 }
 
-/// As [`locked`], with one attempt: when the lock is held elsewhere the body
-/// does not run and the call returns `Ok(T::skipped())`.
-pub async fn locked_or_skipped<F, T, E>(
-    client: Option<LockManager>,
-    key: String,
+/// Runs the annotated body under `target`, taken through `manager` or else
+/// the installed default manager, as the `with_*` method of its kind does
+/// (the `try_with_*` one when `B` is [`Skip`], whose skipped call returns
+/// `Ok(T::skipped())`). Lock failures (busy after `wait`, Redis down, lease
+/// lost, nothing installed) come back as `Err(e.into())`, and the body does
+/// not run, or is cancelled.
+pub async fn locked<B, F, T, E>(
+    manager: Option<LockManager>,
+    target: Target,
     options: LockOptions,
     body: F,
 ) -> Result<T, E>
 where
+    B: OnBusy<T>,
     F: Future<Output = Result<T, E>>,
-    T: Skipped,
     E: From<LockError>,
 {
-    match client.or_else(installed) {
-        Some(manager) => flatten(
-            manager
-                .try_with_lock(&key, options, body)
-                .await
-                .map(|ran| ran.unwrap_or_else(|| Ok(T::skipped()))),
-        ),
-        None => Err(LockError::NotInstalled.into()),
+    let Some(manager) = manager.or_else(installed) else {
+        return Err(LockError::NotInstalled.into());
+    };
+    let ran = if B::SKIPS {
+        attempt(&manager, target, options, body).await
+    } else {
+        wait(&manager, target, options, body).await.map(Some)
+    };
+    match ran {
+        Ok(Some(output)) => output,
+        Ok(None) => B::skipped().map_or_else(|| Err(LockError::NotHeld { key: None }.into()), Ok),
+        Err(err) => Err(err.into()),
     }
 }
 
-/// As [`locked`], under the lock on every key of `keys`, taken all or
-/// nothing in one canonical order (see `LockManager::with_locks`).
-pub async fn locked_all<F, T, E>(
-    client: Option<LockManager>,
-    keys: Vec<String>,
+/// `body` under `target`, waiting for it up to the options' `wait`.
+async fn wait<F: Future>(
+    manager: &LockManager,
+    target: Target,
     options: LockOptions,
     body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(manager.with_locks(keys, options, body).await),
-        None => Err(LockError::NotInstalled.into()),
+) -> Result<F::Output, LockError> {
+    match target {
+        Target::Lock(key) => manager.with_lock(&key, options, body).await,
+        Target::Locks(keys) => manager.with_locks(keys, options, body).await,
+        Target::Permit(key, permits) => {
+            let semaphore = manager.semaphore(&key, permits);
+            semaphore.with_permit(options, body).await
+        }
+        Target::Read(key) => manager.with_read(&key, options, body).await,
+        Target::Write(key) => manager.with_write(&key, options, body).await,
     }
 }
 
-/// As [`locked_all`], with one attempt per key: when a key is held
-/// elsewhere the body does not run and the call returns `Ok(T::skipped())`
-/// (see `LockManager::try_with_locks`).
-pub async fn locked_all_or_skipped<F, T, E>(
-    client: Option<LockManager>,
-    keys: Vec<String>,
+/// `body` under `target` after one attempt; `None` when it was busy.
+async fn attempt<F: Future>(
+    manager: &LockManager,
+    target: Target,
     options: LockOptions,
     body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    T: Skipped,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(
-            manager
-                .try_with_locks(keys, options, body)
-                .await
-                .map(|ran| ran.unwrap_or_else(|| Ok(T::skipped()))),
-        ),
-        None => Err(LockError::NotInstalled.into()),
-    }
-}
-
-/// As [`locked`], under one permit of the semaphore of `permits` on `key`
-/// (see `Semaphore::with_permit`).
-pub async fn permitted<F, T, E>(
-    client: Option<LockManager>,
-    key: String,
-    permits: u32,
-    options: LockOptions,
-    body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(
-            manager
-                .semaphore(&key, permits)
-                .with_permit(options, body)
-                .await,
-        ),
-        None => Err(LockError::NotInstalled.into()),
-    }
-}
-
-/// As [`locked`], under a read lease of the read/write lock on `key` (see
-/// `LockManager::with_read`).
-pub async fn read_locked<F, T, E>(
-    client: Option<LockManager>,
-    key: String,
-    options: LockOptions,
-    body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(manager.with_read(&key, options, body).await),
-        None => Err(LockError::NotInstalled.into()),
-    }
-}
-
-/// As [`locked`], under the write lease of the read/write lock on `key` (see
-/// `LockManager::with_write`).
-pub async fn write_locked<F, T, E>(
-    client: Option<LockManager>,
-    key: String,
-    options: LockOptions,
-    body: F,
-) -> Result<T, E>
-where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
-{
-    match client.or_else(installed) {
-        Some(manager) => flatten(manager.with_write(&key, options, body).await),
-        None => Err(LockError::NotInstalled.into()),
+) -> Result<Option<F::Output>, LockError> {
+    match target {
+        Target::Lock(key) => manager.try_with_lock(&key, options, body).await,
+        Target::Locks(keys) => manager.try_with_locks(keys, options, body).await,
+        Target::Permit(key, permits) => {
+            let semaphore = manager.semaphore(&key, permits);
+            semaphore.try_with_permit(options, body).await
+        }
+        Target::Read(key) => manager.try_with_read(&key, options, body).await,
+        Target::Write(key) => manager.try_with_write(&key, options, body).await,
     }
 }

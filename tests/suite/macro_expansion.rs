@@ -48,7 +48,12 @@ macro_rules! expansion_contract {
                 F: Future<Output = Result<T, E>>,
                 E: From<LockError>,
             {
-                $krate::__private::locked(manager, key, options, body)
+                $krate::__private::locked::<$krate::__private::Wait, _, _, _>(
+                    manager,
+                    $krate::__private::Target::Lock(key),
+                    options,
+                    body,
+                )
             }
         };
     };
@@ -198,16 +203,30 @@ mod shim {
     pub mod __private {
         use super::*;
 
-        pub async fn locked<F, T, E>(
+        /// What the expansion locks; these tests lock one key.
+        pub enum Target {
+            Lock(String),
+        }
+
+        /// What a call does when busy; these tests wait.
+        pub trait OnBusy<T> {}
+
+        pub struct Wait;
+
+        impl<T> OnBusy<T> for Wait {}
+
+        pub async fn locked<B, F, T, E>(
             manager: Option<LockManager>,
-            key: String,
+            target: Target,
             options: LockOptions,
             body: F,
         ) -> Result<T, E>
         where
+            B: OnBusy<T>,
             F: Future<Output = Result<T, E>>,
             E: From<LockError>,
         {
+            let Target::Lock(key) = target;
             event(format!("acquire {key}"));
             CALLS.with(|calls| {
                 calls.borrow_mut().push(Call {
@@ -544,8 +563,7 @@ impl Account {
         Ok(self.balance)
     }
 
-    /// `client` is the older name of `manager`.
-    #[distributed_lock(crate = shim, key = "account:{self.id}", client = self.shared)]
+    #[distributed_lock(crate = shim, key = "account:{self.id}", manager = self.shared)]
     async fn close(self) -> Result<u64, AppError> {
         Ok(self.balance)
     }

@@ -38,6 +38,7 @@ mod scheduled;
 mod semaphore;
 mod sentinel;
 mod shutdown;
+mod skipping;
 mod tls;
 mod transactional;
 mod transactional_order;

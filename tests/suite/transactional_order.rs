@@ -34,7 +34,12 @@ macro_rules! expansion_contract {
                 F: Future<Output = Result<T, E>>,
                 E: From<LockError>,
             {
-                $krate::__private::locked(manager, key, options, body)
+                $krate::__private::locked::<$krate::__private::Wait, _, _, _>(
+                    manager,
+                    $krate::__private::Target::Lock(key),
+                    options,
+                    body,
+                )
             }
 
             fn begin_transaction<'p>(
@@ -141,16 +146,30 @@ mod shim {
     pub mod __private {
         use super::*;
 
-        pub async fn locked<F, T, E>(
+        /// What the expansion locks; these tests lock one key.
+        pub enum Target {
+            Lock(String),
+        }
+
+        /// What a call does when busy; these tests wait.
+        pub trait OnBusy<T> {}
+
+        pub struct Wait;
+
+        impl<T> OnBusy<T> for Wait {}
+
+        pub async fn locked<B, F, T, E>(
             _manager: Option<LockManager>,
-            key: String,
+            target: Target,
             _options: LockOptions,
             body: F,
         ) -> Result<T, E>
         where
+            B: OnBusy<T>,
             F: Future<Output = Result<T, E>>,
             E: From<LockError>,
         {
+            let Target::Lock(key) = target;
             if BUSY.with(|busy| *busy.borrow()) {
                 event(format!("busy {key}"));
                 return Err(LockError.into());

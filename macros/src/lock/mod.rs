@@ -137,46 +137,41 @@ fn rewrite(
     let label = label(&sig);
     let lock_options = lock_options(options, &krate_here, label, bail);
     let statements = crate::shared::body::statements(&block, return_type, &return_var);
-    let one_key = quote!(::std::string::String);
-    let several_keys = quote!(::std::vec::Vec<::std::string::String>);
-    let (entry, key_type) = match (
-        options.on_busy,
-        options.several,
-        options.permits.is_some(),
-        options.mode,
-    ) {
-        (OnBusy::Wait, true, ..) => (quote!(locked_all), several_keys),
-        (OnBusy::Skip, true, ..) => (quote!(locked_all_or_skipped), several_keys),
-        (_, false, true, _) => (quote!(permitted), one_key),
-        (_, false, false, Some(Mode::Read)) => (quote!(read_locked), one_key),
-        (_, false, false, Some(Mode::Write)) => (quote!(write_locked), one_key),
-        (OnBusy::Wait, false, false, None) => (quote!(locked), one_key),
-        (OnBusy::Skip, false, false, None) => (quote!(locked_or_skipped), one_key),
-    };
-    // `permitted` takes the number of permits after the key; a computed
-    // number is checked before the lock is taken.
-    let (permits, permits_binding) = match &options.permits {
-        None => (None, None),
-        Some(Setting::Fixed(permits)) => {
+    // What to lock, with a computed number of permits checked before the
+    // lock is taken.
+    let (target, permits_binding) = match (options.several, &options.permits, options.mode) {
+        (true, ..) => (quote!(Locks(#key_var)), None),
+        (false, Some(Setting::Fixed(permits)), _) => {
             let permits = Literal::u32_unsuffixed(*permits);
-            (Some(quote!(#permits,)), None)
+            (quote!(Permit(#key_var, #permits)), None)
         }
-        Some(Setting::Computed(expr)) => {
+        (false, Some(Setting::Computed(expr)), _) => {
             let value = quote_spanned!(expr.span()=> #krate_here::__private::permits(#expr));
             let checked = bail(value);
             (
-                Some(quote!(#permits_var,)),
+                quote!(Permit(#key_var, #permits_var)),
                 Some(quote!(let #permits_var: u32 = #checked;)),
             )
         }
+        (false, None, Some(Mode::Read)) => (quote!(Read(#key_var)), None),
+        (false, None, Some(Mode::Write)) => (quote!(Write(#key_var)), None),
+        (false, None, None) => (quote!(Lock(#key_var)), None),
+    };
+    let key_type = if options.several {
+        quote!(::std::vec::Vec<::std::string::String>)
+    } else {
+        quote!(::std::string::String)
+    };
+    let on_busy = match options.on_busy {
+        OnBusy::Wait => quote_spanned!(return_span=> Wait),
+        OnBusy::Skip => quote_spanned!(return_span=> Skip),
     };
     // The call is spanned at the return type: an error type without
     // `From<LockError>` is reported there.
     let call = quote_spanned! {return_span=>
-        #krate_at_return::__private::#entry(
+        #krate_at_return::__private::locked::<#krate_at_return::__private::#on_busy, _, _, _>(
             #manager_var,
-            #key_var,
-            #permits
+            #krate_at_return::__private::Target::#target,
             #options_var,
             async move { #statements },
         )

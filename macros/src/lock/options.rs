@@ -31,7 +31,7 @@ const PERMITS: &str = "permits";
 const MODE: &str = "mode";
 
 /// The options that do not go with `mode`, and why.
-const NOT_WITH_MODE: [(&str, &str); 5] = [
+const NOT_WITH_MODE: [(&str, &str); 4] = [
     (
         PERMITS,
         "a read/write lock admits many readers or one writer, not N holders; write one of them",
@@ -39,10 +39,6 @@ const NOT_WITH_MODE: [(&str, &str); 5] = [
     (
         KEYS,
         "a read/write lock has one key; write `key = \"...\"` with `mode`",
-    ),
-    (
-        ON_BUSY,
-        "a call waits up to `wait` for the read/write lock, then fails with `LockError::Timeout`",
     ),
     (
         HOLD_AT_LEAST,
@@ -55,14 +51,10 @@ const NOT_WITH_MODE: [(&str, &str); 5] = [
 ];
 
 /// The options that do not go with `permits`, and why.
-const NOT_WITH_PERMITS: [(&str, &str); 6] = [
+const NOT_WITH_PERMITS: [(&str, &str); 5] = [
     (
         KEYS,
         "a semaphore has one key; write `key = \"...\"` with `permits`",
-    ),
-    (
-        ON_BUSY,
-        "a call waits up to `wait` for a permit, then fails with `LockError::Timeout`",
     ),
     (
         HOLD_AT_LEAST,
@@ -100,7 +92,7 @@ const SPEC: Spec = Spec {
         ALLOW_OPEN_TRANSACTION,
         CRATE,
     ],
-    aliases: &[(CLIENT, MANAGER)],
+    renamed: &[(CLIENT, MANAGER)],
     positional: Some(KEY),
 };
 

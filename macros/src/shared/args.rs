@@ -18,8 +18,9 @@ pub(crate) const CRATE: &str = "crate";
 pub(crate) struct Spec {
     /// Every option's name, in the order the "valid options" message lists them.
     pub(crate) options: &'static [&'static str],
-    /// Other names accepted for an option, as `(other name, option)`.
-    pub(crate) aliases: &'static [(&'static str, &'static str)],
+    /// Former names of options, as `(old name, option)`: refused with the
+    /// name to write instead.
+    pub(crate) renamed: &'static [(&'static str, &'static str)],
     /// The option a string literal written alone most likely means
     /// (`#[distributed_lock("order:{id}")]`: `key`), for its error.
     pub(crate) positional: Option<&'static str>,
@@ -28,13 +29,15 @@ pub(crate) struct Spec {
 impl Spec {
     /// The option `name` stands for, if any.
     fn option(&self, name: &Ident) -> Option<&'static str> {
-        let canonical = self.options.iter().copied().find(|option| name == option);
-        canonical.or_else(|| {
-            self.aliases
-                .iter()
-                .find(|(alias, _)| name == alias)
-                .map(|&(_, option)| option)
-        })
+        self.options.iter().copied().find(|option| name == option)
+    }
+
+    /// The option's name now, if `name` is a former name of it.
+    fn renamed(&self, name: &Ident) -> Option<&'static str> {
+        self.renamed
+            .iter()
+            .find(|(old, _)| name == old)
+            .map(|&(_, option)| option)
     }
 
     /// "`key`, `ttl`, ...", for the "unknown option" message.
@@ -105,6 +108,14 @@ impl Args {
         let written = errors.check(parser.parse2(tokens))?;
         let mut args: Vec<(&'static str, Arg)> = Vec::new();
         for arg in written {
+            if let Some(option) = spec.renamed(&arg.name) {
+                let message = format!(
+                    "`{}` is now called `{option}`: write `{option} = ...`",
+                    arg.name
+                );
+                errors.push(syn::Error::new(arg.name.span(), message));
+                continue;
+            }
             let Some(option) = spec.option(&arg.name) else {
                 let message = format!(
                     "unknown option `{}`; valid options: {}",
@@ -206,7 +217,7 @@ mod tests {
 
     const SPEC: Spec = Spec {
         options: &["key", "manager", CRATE],
-        aliases: &[("client", "manager")],
+        renamed: &[("client", "manager")],
         positional: Some("key"),
     };
 
@@ -224,19 +235,12 @@ mod tests {
     }
 
     #[test]
-    fn aliases_are_filed_under_their_option() {
+    fn a_former_name_is_refused_with_the_name_to_write() {
         let (options, errors) = parse(quote!(client = m, key = "k", crate = c));
-        assert_eq!(options, ["manager", "key", "crate"]);
-        assert!(errors.is_empty(), "{errors:?}");
-    }
-
-    #[test]
-    fn an_option_given_under_two_names_is_a_duplicate() {
-        let (options, errors) = parse(quote!(manager = a, client = b));
-        assert_eq!(options, ["manager"]);
+        assert_eq!(options, ["key", "crate"]);
         assert_eq!(
             errors,
-            ["duplicate option `client`: `manager` is another name for it and is already given"]
+            ["`client` is now called `manager`: write `manager = ...`"]
         );
     }
 
@@ -247,7 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_names_list_the_options_but_not_the_aliases() {
+    fn unknown_names_list_the_options_but_not_the_former_names() {
         let (options, errors) = parse(quote!(kye = "a"));
         assert!(options.is_empty());
         assert_eq!(
@@ -259,8 +263,8 @@ mod tests {
     #[test]
     fn taking_an_option_removes_it() {
         let mut errors = Errors::default();
-        let mut args = Args::parse(quote!(client = m), &SPEC, &mut errors).unwrap();
-        assert_eq!(args.take("manager").unwrap().name, "client");
+        let mut args = Args::parse(quote!(manager = m), &SPEC, &mut errors).unwrap();
+        assert_eq!(args.take("manager").unwrap().name, "manager");
         assert!(args.take("manager").is_none());
     }
 

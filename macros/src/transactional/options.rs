@@ -13,7 +13,7 @@ const BEGIN: &str = "begin";
 /// Every option of the attribute.
 const SPEC: Spec = Spec {
     options: &[POOL, TX, BEGIN, CRATE],
-    aliases: &[],
+    renamed: &[],
     positional: None,
 };
 

@@ -165,6 +165,40 @@ impl LockManager {
         body::run(guard.into_inner(), on_lost, body).await
     }
 
+    /// As [`with_read`](Self::with_read), with one attempt: when a writer
+    /// holds the lock or waits for it, returns `Ok(None)` at once without
+    /// running `body` (logged at info), whatever `wait` says.
+    pub async fn try_with_read<F: Future>(
+        &self,
+        key: &str,
+        options: LockOptions,
+        body: F,
+    ) -> Result<Option<F::Output>, LockError> {
+        let on_lost = options.on_lost;
+        let Some(guard) = self.try_acquire_read(key, options).await? else {
+            tracing::info!(key, "read/write lock held for writing elsewhere: skipped");
+            return Ok(None);
+        };
+        body::run(guard.into_inner(), on_lost, body).await.map(Some)
+    }
+
+    /// As [`with_write`](Self::with_write), with one attempt: when readers
+    /// or a writer hold the lock, returns `Ok(None)` at once without running
+    /// `body` (logged at info), whatever `wait` says.
+    pub async fn try_with_write<F: Future>(
+        &self,
+        key: &str,
+        options: LockOptions,
+        body: F,
+    ) -> Result<Option<F::Output>, LockError> {
+        let on_lost = options.on_lost;
+        let Some(guard) = self.try_acquire_write(key, options).await? else {
+            tracing::info!(key, "read/write lock held elsewhere: skipped");
+            return Ok(None);
+        };
+        body::run(guard.into_inner(), on_lost, body).await.map(Some)
+    }
+
     /// A read (`kind` `Read`) or write lease on `key`: a re-entry of the
     /// scope's lease, or one granted within `wait`; `None` when it was not.
     async fn acquire_rw(

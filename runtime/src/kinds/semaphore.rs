@@ -158,6 +158,22 @@ impl Semaphore {
         body::run(permit.guard, on_lost, body).await
     }
 
+    /// As [`with_permit`](Self::with_permit), with one attempt: when all N
+    /// permits are held, returns `Ok(None)` at once without running `body`
+    /// (logged at info), whatever `wait` says.
+    pub async fn try_with_permit<F: Future>(
+        &self,
+        options: LockOptions,
+        body: F,
+    ) -> Result<Option<F::Output>, LockError> {
+        let on_lost = options.on_lost;
+        let Some(permit) = self.try_acquire(options).await? else {
+            tracing::info!(key = self.key, "every permit held elsewhere: skipped");
+            return Ok(None);
+        };
+        body::run(permit.guard, on_lost, body).await.map(Some)
+    }
+
     /// A permit granted within `wait`, or `None`.
     async fn take(
         &self,

@@ -1,5 +1,5 @@
-//! An option given twice, under the same name or under `manager` and its
-//! older name `client`: reported on the second one.
+//! An option given twice: reported on the second one. And `client`, the
+//! former name of `manager`: refused with the name to write.
 use leasehold::{distributed_lock, LockError, LockManager};
 
 #[distributed_lock(key = "job", ttl = "30s", wait = "1s", ttl = "1m")]
@@ -8,7 +8,7 @@ async fn twice() -> Result<(), LockError> {
 }
 
 #[distributed_lock(key = "job", manager = locks, client = locks)]
-async fn two_names(locks: &LockManager) -> Result<(), LockError> {
+async fn former_name(locks: &LockManager) -> Result<(), LockError> {
     Ok(())
 }
 

@@ -1,5 +1,4 @@
-//! `manager = ...` with each accepted manager type, its older name
-//! `client = ...`, and `crate = path`.
+//! `manager = ...` with each accepted manager type, and `crate = path`.
 use std::sync::Arc;
 
 use leasehold::{distributed_lock, LockError, LockManager};
@@ -30,12 +29,6 @@ pub async fn borrowed(manager: &LockManager, id: u32) -> Result<u32, LockError> 
     Ok(id)
 }
 
-/// The older name of `manager`.
-#[distributed_lock(key = "job:{id}", client = manager)]
-pub async fn older_name(manager: &LockManager, id: u32) -> Result<u32, LockError> {
-    Ok(id)
-}
-
 #[distributed_lock(key = "job:{id}", crate = reexported::locks)]
 pub async fn via_reexport(id: u32) -> Result<u32, LockError> {
     Ok(id)
@@ -49,7 +42,6 @@ fn main() {
     spawnable(service.owned(1));
     spawnable(service.arc(2));
     spawnable(borrowed(&service.locks, 3));
-    spawnable(older_name(&service.locks, 4));
     spawnable(via_reexport(5));
 }
 
