@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use crate::backend::{EvictedLeases, KeyKind, SharedState, MOST_WAITERS_SHOWN};
+use crate::backend::{EvictedLeases, SharedState, MOST_WAITERS_SHOWN};
+use crate::keys::KeyKind;
 pub use crate::keys::LockKind;
 use crate::token::Holder;
 use crate::{LockError, LockManager, Semaphore};

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::backend::KeyKind;
+use crate::keys::KeyKind;
 use crate::{LockError, LockOptions};
 
 /// Acquisitions by outcome.

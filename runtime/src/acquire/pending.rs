@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, LockKey};
+use crate::backend::Backend;
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// One acquisition attempt sent (or about to be sent), or a queued wait, with

@@ -10,7 +10,7 @@ use redis::RedisError;
 
 use super::commands::fence_retention_ms;
 use super::scripts;
-use super::{KeyKind, LockKey};
+use crate::keys::{KeyKind, LockKey};
 
 /// Most queued waiters an inspection returns (the count covers all).
 pub(crate) const MOST_WAITERS_SHOWN: usize = 100;

@@ -8,7 +8,8 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts;
-use super::{Attempt, LockKey};
+use super::Attempt;
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// Reads the `{granted, value}` reply of `acquire.lua`: granted, or the

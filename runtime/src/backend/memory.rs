@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
-use super::{Attempt, KeyKind, LockKey, PermitAttempt};
+use super::{Attempt, PermitAttempt};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
+use crate::keys::{KeyKind, LockKey};
 use crate::token::OwnerToken;
 
 /// Longest counter retention (100 years, as in `fence.lua`), and the lease

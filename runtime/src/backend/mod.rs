@@ -3,10 +3,10 @@
 //! the macro never need to know which one they talk to. Counting semaphores
 //! add one step, taking a permit ([`Backend::try_permit`]); a permit is
 //! released and renewed by the same steps as a lock, which run the
-//! semaphore's scripts for a key of [`KeyKind::Semaphore`]. Read/write locks
+//! semaphore's scripts for a key of [`KeyKind::Semaphore`](crate::keys::KeyKind::Semaphore). Read/write locks
 //! add one more, taking a read or write lease ([`Backend::try_rw`]), and are
-//! released and renewed in the same way for keys of [`KeyKind::Read`] and
-//! [`KeyKind::Write`].
+//! released and renewed in the same way for keys of [`KeyKind::Read`](crate::keys::KeyKind::Read) and
+//! [`KeyKind::Write`](crate::keys::KeyKind::Write).
 
 mod acl;
 mod admin;
@@ -40,7 +40,7 @@ pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
 use crate::backend::wait_queue::WaitTicket;
-pub(crate) use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::LockError;
@@ -67,6 +67,26 @@ pub(crate) enum Backend {
     Sentinel(SentinelBackend),
 }
 
+/// Runs one step on whichever backend `$backend` is: `$call` on a server
+/// backend bound to `$server` (on Sentinel's current primary, whose failure
+/// starts following a failover), `$in_memory` on the in-memory table bound
+/// to `$memory`. The one place that matches on the backends' kinds for a
+/// step.
+macro_rules! dispatch {
+    ($backend:expr, $server:ident => $call:expr, $memory:ident => $in_memory:expr) => {
+        match $backend {
+            Backend::Redis($server) => $call,
+            Backend::Redlock($server) => $call,
+            Backend::Sentinel(sentinel) => {
+                sentinel
+                    .on_primary(async |$server: &RedisBackend| $call)
+                    .await
+            }
+            Backend::Memory($memory) => Ok($in_memory),
+        }
+    };
+}
+
 impl Backend {
     /// One atomic attempt: take the lock with a TTL, or report the holder's remaining TTL.
     /// With `replicas`, a granted lock must also reach that many replicas (the
@@ -82,24 +102,13 @@ impl Backend {
         replicas: Option<MinReplicas>,
         queue_for: Duration,
     ) -> Result<Attempt, LockError> {
-        match self {
-            Backend::Redis(redis) => {
-                redis
-                    .try_lock(key, token, ttl_ms, replicas, queue_for)
-                    .await
-            }
-            Backend::Memory(memory) => Ok(memory.try_lock(key, token, ttl_ms)),
-            Backend::Redlock(redlock) => redlock.try_lock(key, token, ttl_ms, replicas).await,
-            Backend::Sentinel(sentinel) => {
-                sentinel
-                    .try_lock(key, token, ttl_ms, replicas, queue_for)
-                    .await
-            }
-        }
+        dispatch!(self,
+            server => server.try_lock(key, token, ttl_ms, replicas, queue_for).await,
+            memory => memory.try_lock(key, token, ttl_ms))
     }
 
     /// One atomic attempt to take a permit of the semaphore `key` (of
-    /// [`KeyKind::Semaphore`]) for `ttl_ms`, if fewer than `permits` are held.
+    /// [`KeyKind::Semaphore`](crate::keys::KeyKind::Semaphore)) for `ttl_ms`, if fewer than `permits` are held.
     /// Redlock refuses with `InvalidOptions`.
     pub(crate) async fn try_permit(
         &self,
@@ -108,16 +117,13 @@ impl Backend {
         ttl_ms: u64,
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.try_permit(key, token, ttl_ms, permits).await,
-            Backend::Memory(memory) => Ok(memory.try_permit(key, token, ttl_ms, permits)),
-            Backend::Redlock(_) => Err(RedlockBackend::refuse_semaphore(key)),
-            Backend::Sentinel(sentinel) => sentinel.try_permit(key, token, ttl_ms, permits).await,
-        }
+        dispatch!(self,
+            server => server.try_permit(key, token, ttl_ms, permits).await,
+            memory => memory.try_permit(key, token, ttl_ms, permits))
     }
 
     /// One atomic attempt on the read/write lock `key`: a read lease for a
-    /// key of [`KeyKind::Read`], the write lease for [`KeyKind::Write`], for
+    /// key of [`KeyKind::Read`](crate::keys::KeyKind::Read), the write lease for [`KeyKind::Write`](crate::keys::KeyKind::Write), for
     /// `ttl_ms`. `Busy` says how long the blocking lease (or writer's
     /// intent) has left. A blocked writer keeps an intent, which holds new
     /// readers back, for `intent_for` unless that is zero. Redlock refuses
@@ -129,12 +135,9 @@ impl Backend {
         ttl_ms: u64,
         intent_for: Duration,
     ) -> Result<Attempt, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.try_rw(key, token, ttl_ms, intent_for).await,
-            Backend::Memory(memory) => Ok(memory.try_rw(key, token, ttl_ms, intent_for)),
-            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
-            Backend::Sentinel(sentinel) => sentinel.try_rw(key, token, ttl_ms, intent_for).await,
-        }
+        dispatch!(self,
+            server => server.try_rw(key, token, ttl_ms, intent_for).await,
+            memory => memory.try_rw(key, token, ttl_ms, intent_for))
     }
 
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
@@ -145,12 +148,9 @@ impl Backend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.unlock(key, token).await,
-            Backend::Memory(memory) => Ok(memory.unlock(key, token)),
-            Backend::Redlock(redlock) => redlock.unlock(key, token).await,
-            Backend::Sentinel(sentinel) => sentinel.unlock(key, token).await,
-        }
+        dispatch!(self,
+            server => server.unlock(key, token).await,
+            memory => memory.unlock(key, token))
     }
 
     /// Ends the lock at once where that needs no I/O (the in-memory table):
@@ -180,12 +180,9 @@ impl Backend {
         token: &OwnerToken,
         ttl_ms: u64,
     ) -> Result<bool, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.renew(key, token, ttl_ms).await,
-            Backend::Memory(memory) => Ok(memory.renew(key, token, ttl_ms)),
-            Backend::Redlock(redlock) => redlock.renew(key, token, ttl_ms).await,
-            Backend::Sentinel(sentinel) => sentinel.renew(key, token, ttl_ms).await,
-        }
+        dispatch!(self,
+            server => server.renew(key, token, ttl_ms).await,
+            memory => memory.renew(key, token, ttl_ms))
     }
 
     /// The next fencing token of `key`, issued only if `token` holds it:
@@ -198,12 +195,9 @@ impl Backend {
         token: &OwnerToken,
         ttl_ms: u64,
     ) -> Result<Option<u64>, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.fence(key, token, ttl_ms).await,
-            Backend::Memory(memory) => Ok(memory.fence(key, token, ttl_ms)),
-            Backend::Redlock(redlock) => redlock.fence(key, token, ttl_ms).await,
-            Backend::Sentinel(sentinel) => sentinel.fence(key, token, ttl_ms).await,
-        }
+        dispatch!(self,
+            server => server.fence(key, token, ttl_ms).await,
+            memory => memory.fence(key, token, ttl_ms))
     }
 
     /// Whether every name of one lock must share a hash slot (Redis Cluster).
@@ -230,37 +224,25 @@ impl Backend {
 
     /// What the backend holds for `key` now, for operators.
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.inspect(key).await,
-            Backend::Memory(memory) => Ok(memory.inspect(key)),
-            Backend::Redlock(redlock) => redlock.inspect(key).await,
-            Backend::Sentinel(sentinel) => sentinel.inspect(key).await,
-        }
+        dispatch!(self,
+            server => server.inspect(key).await,
+            memory => memory.inspect(key))
     }
 
     /// The holders of the semaphore or read/write lock `key` now (its
     /// writer and waiting writers too); reads only.
     pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.inspect_shared(key).await,
-            Backend::Memory(memory) => Ok(memory.inspect_shared(key)),
-            Backend::Redlock(_) if key.kind == KeyKind::Semaphore => {
-                Err(RedlockBackend::refuse_semaphore(key))
-            }
-            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
-            Backend::Sentinel(sentinel) => sentinel.inspect_shared(key).await,
-        }
+        dispatch!(self,
+            server => server.inspect_shared(key).await,
+            memory => memory.inspect_shared(key))
     }
 
     /// Frees `key` whoever holds it and raises its fencing counter above
     /// every token issued before; waiters are woken.
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.force_release(key).await,
-            Backend::Memory(memory) => Ok(memory.force_release(key)),
-            Backend::Redlock(redlock) => redlock.force_release(key).await,
-            Backend::Sentinel(sentinel) => sentinel.force_release(key).await,
-        }
+        dispatch!(self,
+            server => server.force_release(key).await,
+            memory => memory.force_release(key))
     }
 
     /// Takes back every permit of the semaphore `key` whoever holds them and
@@ -269,12 +251,9 @@ impl Backend {
         &self,
         key: &LockKey,
     ) -> Result<EvictedLeases, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.force_release_semaphore(key).await,
-            Backend::Memory(memory) => Ok(memory.force_release_semaphore(key)),
-            Backend::Redlock(_) => Err(RedlockBackend::refuse_semaphore(key)),
-            Backend::Sentinel(sentinel) => sentinel.force_release_semaphore(key).await,
-        }
+        dispatch!(self,
+            server => server.force_release_semaphore(key).await,
+            memory => memory.force_release_semaphore(key))
     }
 
     /// Frees the read/write lock `key` (its writer and every reader)
@@ -282,12 +261,9 @@ impl Backend {
     /// writer's token issued before, and wakes its waiters; waiting writers
     /// keep their intents. Redlock refuses with `InvalidOptions`.
     pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.force_release_rw(key).await,
-            Backend::Memory(memory) => Ok(memory.force_release_rw(key)),
-            Backend::Redlock(_) => Err(RedlockBackend::refuse_rwlock(key)),
-            Backend::Sentinel(sentinel) => sentinel.force_release_rw(key).await,
-        }
+        dispatch!(self,
+            server => server.force_release_rw(key).await,
+            memory => memory.force_release_rw(key))
     }
 
     /// Whether this backend holds only plain locks: Redlock, which refuses
@@ -300,12 +276,9 @@ impl Backend {
     /// returns every held lock key and every lease set with a live lease:
     /// the caller filters).
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
-        match self {
-            Backend::Redis(redis) => redis.scan(pattern).await,
-            Backend::Memory(memory) => Ok(memory.held_keys()),
-            Backend::Redlock(redlock) => redlock.scan(pattern).await,
-            Backend::Sentinel(sentinel) => sentinel.scan(pattern).await,
-        }
+        dispatch!(self,
+            server => server.scan(pattern).await,
+            memory => memory.held_keys())
     }
 
     /// Which server the releases that wake waiters come from: it changes

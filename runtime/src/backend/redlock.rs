@@ -95,14 +95,15 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::ConnectionManager;
 use redis::RedisError;
 
-use super::admin::{self, Evicted, LockState};
+use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
 use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
-use super::{Attempt, LockKey};
+use super::{Attempt, PermitAttempt};
 use crate::backend::wait_queue::WaitTicket;
+use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::validity;
@@ -153,7 +154,7 @@ struct Tally {
 
 impl RedlockBackend {
     /// The refusal of every semaphore step (see the module's documentation).
-    pub(crate) fn refuse_semaphore(key: &LockKey) -> LockError {
+    fn refuse_semaphore(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
             "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
             key.user
@@ -162,7 +163,7 @@ impl RedlockBackend {
 
     /// The refusal of every read/write lock step (see the module's
     /// documentation).
-    pub(crate) fn refuse_rwlock(key: &LockKey) -> LockError {
+    fn refuse_rwlock(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
             "read/write lock `{}`: Redlock does not support read/write locks; use a single Redis server, Sentinel or a Redis Cluster for read/write locks (a manager of its own if your locks stay on Redlock)",
             key.user
@@ -251,12 +252,15 @@ impl RedlockBackend {
     }
 
     /// One round on all nodes; see the module documentation.
+    /// Redlock keeps no waiter queue: a release wakes waiters, so
+    /// `_queue_for` asks for nothing here.
     pub(crate) async fn try_lock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
         replicas: Option<MinReplicas>,
+        _queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         if replicas.is_some() {
             return Err(LockError::InvalidOptions(
@@ -515,6 +519,55 @@ impl RedlockBackend {
     /// The keys matching `pattern` on any node that answers; fails unless a
     /// quorum answered. A node's whole scan (many round trips) is bounded
     /// by 100 response timeouts.
+    /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
+    pub(crate) async fn try_permit(
+        &self,
+        key: &LockKey,
+        _token: &OwnerToken,
+        _ttl_ms: u64,
+        _permits: u32,
+    ) -> Result<PermitAttempt, LockError> {
+        Err(Self::refuse_semaphore(key))
+    }
+
+    /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
+    pub(crate) async fn try_rw(
+        &self,
+        key: &LockKey,
+        _token: &OwnerToken,
+        _ttl_ms: u64,
+        _intent_for: Duration,
+    ) -> Result<Attempt, LockError> {
+        Err(Self::refuse_rwlock(key))
+    }
+
+    /// Refused, as every semaphore and read/write lock step is.
+    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+        Err(Self::refuse_shared(key))
+    }
+
+    /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
+    pub(crate) async fn force_release_semaphore(
+        &self,
+        key: &LockKey,
+    ) -> Result<EvictedLeases, LockError> {
+        Err(Self::refuse_semaphore(key))
+    }
+
+    /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
+    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
+        Err(Self::refuse_rwlock(key))
+    }
+
+    /// The refusal of a step on `key`, a semaphore's or a read/write lock's.
+    fn refuse_shared(key: &LockKey) -> LockError {
+        if key.kind == KeyKind::Semaphore {
+            Self::refuse_semaphore(key)
+        } else {
+            Self::refuse_rwlock(key)
+        }
+    }
+
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
         let mut found = Vec::new();
         let mut answered = 0;

@@ -20,7 +20,8 @@ use redis::RedisError;
 
 use super::commands::attempt_from_reply;
 use super::scripts;
-use super::{Attempt, LockKey};
+use super::Attempt;
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// Runs `rw_read_acquire.lua` once: a read lease of `key` for `ttl_ms`,

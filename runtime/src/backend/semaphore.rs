@@ -15,7 +15,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts;
-use super::LockKey;
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// The outcome of one attempt to take a permit.

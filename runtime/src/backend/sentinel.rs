@@ -31,15 +31,13 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::connection::RedisConfig;
 use super::discovery::{SentinelCredentials, Sentinels};
 use super::switches::{self, Manager};
 use super::tls::TlsConfig;
-use super::{Attempt, LockKey, PermitAttempt, RedisBackend};
+use super::RedisBackend;
 use crate::backend::wait_queue::WaitTicket;
-use crate::options::MinReplicas;
-use crate::token::OwnerToken;
+use crate::keys::LockKey;
 use crate::LockError;
 
 /// Least time between the starts of two resolutions of the primary.
@@ -107,117 +105,14 @@ impl SentinelBackend {
         Ok(SentinelBackend { shared })
     }
 
-    pub(crate) async fn try_lock(
+    /// Runs `call` on the current primary; its error passes through
+    /// [`checked`](Self::checked), which starts following a failover.
+    pub(crate) async fn on_primary<T>(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        replicas: Option<MinReplicas>,
-        queue_for: Duration,
-    ) -> Result<Attempt, LockError> {
+        call: impl AsyncFnOnce(&RedisBackend) -> Result<T, LockError>,
+    ) -> Result<T, LockError> {
         let current = self.shared.current();
-        let result = current
-            .primary
-            .try_lock(key, token, ttl_ms, replicas, queue_for)
-            .await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn try_permit(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        permits: u32,
-    ) -> Result<PermitAttempt, LockError> {
-        let current = self.shared.current();
-        let result = current
-            .primary
-            .try_permit(key, token, ttl_ms, permits)
-            .await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn try_rw(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        intent_for: Duration,
-    ) -> Result<Attempt, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.try_rw(key, token, ttl_ms, intent_for).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn unlock(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-    ) -> Result<bool, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.unlock(key, token).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn renew(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<bool, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.renew(key, token, ttl_ms).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn fence(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<Option<u64>, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.fence(key, token, ttl_ms).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.inspect(key).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.inspect_shared(key).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.force_release(key).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.force_release_semaphore(key).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.force_release_rw(key).await;
-        self.checked(&current, result)
-    }
-
-    pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
-        let current = self.shared.current();
-        let result = current.primary.scan(pattern).await;
+        let result = call(&current.primary).await;
         self.checked(&current, result)
     }
 

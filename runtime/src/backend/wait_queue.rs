@@ -130,7 +130,7 @@ impl WaitQueues {
 
 impl WaitTicket {
     /// From now on a grant of the lock to `token` reaches this ticket (see
-    /// [`granted`](Self::granted)); replaces an earlier expectation.
+    /// [`next`](Self::next)); replaces an earlier expectation.
     pub(crate) fn expect_grant(&mut self, token: &str) {
         let (sender, receiver) = oneshot::channel();
         if let Some(queue) = self.queues.lock().get_mut(&self.key) {

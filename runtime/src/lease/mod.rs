@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, OnceCell};
 
-use crate::backend::{KeyKind, LockKey};
+use crate::keys::{KeyKind, LockKey};
 use crate::lease::watchdog::Watchdog;
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;

@@ -28,7 +28,8 @@ use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
 
-use crate::backend::{Backend, LockKey};
+use crate::backend::Backend;
+use crate::keys::LockKey;
 use crate::lease::{self, LeaseStatus};
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
