@@ -253,15 +253,16 @@ async fn permits_reads_and_writes_are_counted_under_their_own_kind() {
         [Some(2.0), Some(1.0), None, Some(2.0), Some(2.0), Some(0.0)]
     );
 
-    let reader = within(locks.acquire_read("m-doc", options("m-doc")))
+    let reader = within(locks.rwlock("m-doc").acquire_read(options("m-doc")))
         .await
         .unwrap();
     let writer_timed_out = locks
-        .acquire_write("m-doc", options("m-doc").wait(Duration::from_millis(50)))
+        .rwlock("m-doc")
+        .acquire_write(options("m-doc").wait(Duration::from_millis(50)))
         .await;
     assert!(matches!(writer_timed_out, Err(LockError::Timeout { .. })));
     within(reader.release()).await.unwrap();
-    let writer = within(locks.acquire_write("m-doc", options("m-doc")))
+    let writer = within(locks.rwlock("m-doc").acquire_write(options("m-doc")))
         .await
         .unwrap();
     within(writer.release()).await.unwrap();

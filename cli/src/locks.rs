@@ -173,7 +173,7 @@ async fn inspect_held(
             info.held.then_some(HeldInfo::Lock(info))
         }
         Kind::Rw => {
-            let info = manager.inspect_rw(key).await?;
+            let info = manager.rwlock(key).inspect().await?;
             (info.writer.is_some() || info.reader_count > 0).then_some(HeldInfo::Rw(info))
         }
         Kind::Semaphore => {

@@ -79,7 +79,7 @@ async fn release_rw(
     let confirmed = if yes {
         None
     } else {
-        let info = manager.inspect_rw(key).await?;
+        let info = manager.rwlock(key).inspect().await?;
         if info.writer.is_none() && info.reader_count == 0 {
             println!("read/write lock `{key}` is not held; nothing released");
             return Ok(());
@@ -99,7 +99,7 @@ async fn release_rw(
         confirm(&question, key)?;
         Some((named(&writer), named(&info.readers), info.reader_count))
     };
-    let forced = manager.force_release_rw(key).await?;
+    let forced = manager.rwlock(key).force_release().await?;
     if let Some((writer, readers, reader_count)) = confirmed {
         let evicted_writer: Vec<Holder> = forced.evicted_writer.iter().cloned().collect();
         if !same_holders(&writer, &evicted_writer)

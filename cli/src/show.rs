@@ -65,7 +65,7 @@ async fn run_kind(manager: &LockManager, key: &str, kind: Kind, json: bool) -> R
             print!("{}", describe(&info, now));
         }
         Kind::Rw => {
-            let info = manager.inspect_rw(key).await?;
+            let info = manager.rwlock(key).inspect().await?;
             if json {
                 return locks::print_json(&RwLockJson::new(&info, now));
             }

@@ -386,7 +386,11 @@ async fn top_once_shows_read_write_locks_and_semaphores_with_their_kind() {
         .connect(&server.url())
         .await
         .unwrap();
-    let reader = locks.acquire_read("doc", LockOptions::new()).await.unwrap();
+    let reader = locks
+        .rwlock("doc")
+        .acquire_read(LockOptions::new())
+        .await
+        .unwrap();
     let permit = locks
         .semaphore("api", 4)
         .acquire(LockOptions::new())
@@ -443,9 +447,14 @@ async fn show_kind_rw_and_semaphore_name_each_reader_and_permit_holder() {
         .await
         .expect("connect");
     let long = |label: &str| LockOptions::new().ttl(Duration::from_secs(30)).label(label);
-    let _first = locks.acquire_read("doc", long("show")).await.expect("read");
+    let _first = locks
+        .rwlock("doc")
+        .acquire_read(long("show"))
+        .await
+        .expect("read");
     let _second = locks
-        .acquire_read("doc", long("print"))
+        .rwlock("doc")
+        .acquire_read(long("print"))
         .await
         .expect("read");
     let _permit = locks
@@ -511,7 +520,11 @@ async fn show_without_kind_shows_every_kind_that_is_held() {
     let url = server.url();
     let locks = LockManager::connect(&url).await.expect("connect");
     let long = |label: &str| LockOptions::new().ttl(Duration::from_secs(30)).label(label);
-    let _reader = locks.acquire_read("doc", long("show")).await.expect("read");
+    let _reader = locks
+        .rwlock("doc")
+        .acquire_read(long("show"))
+        .await
+        .expect("read");
     let _permit = locks
         .semaphore("api", 4)
         .acquire(long("charge"))
@@ -519,7 +532,8 @@ async fn show_without_kind_shows_every_kind_that_is_held() {
         .expect("permit");
     let _lock = locks.acquire("both", long("plain")).await.expect("lock");
     let _writer = locks
-        .acquire_write("both", long("write"))
+        .rwlock("both")
+        .acquire_write(long("write"))
         .await
         .expect("write");
 
@@ -591,15 +605,18 @@ async fn ls_lists_every_kind_with_its_kind_column_and_json_field() {
     let locks = catalog(&url).await;
     let _lock = locks.acquire("doc", shared("render")).await.expect("lock");
     let _show = locks
-        .acquire_read("doc", shared("show"))
+        .rwlock("doc")
+        .acquire_read(shared("show"))
         .await
         .expect("read");
     let _print = locks
-        .acquire_read("doc", shared("print"))
+        .rwlock("doc")
+        .acquire_read(shared("print"))
         .await
         .expect("read");
     let writer = locks
-        .acquire_write("ledger", shared("post").fenced(true))
+        .rwlock("ledger")
+        .acquire_write(shared("post").fenced(true))
         .await
         .expect("write");
     let token = writer.fencing_token().await.expect("a fencing token");
@@ -678,11 +695,13 @@ async fn release_kind_rw_evicts_every_reader_and_fences_off_the_writer() {
     let url = server.url();
     let locks = catalog(&url).await;
     let show = locks
-        .acquire_read("doc", shared("show"))
+        .rwlock("doc")
+        .acquire_read(shared("show"))
         .await
         .expect("read");
     let print = locks
-        .acquire_read("doc", shared("print"))
+        .rwlock("doc")
+        .acquire_read(shared("print"))
         .await
         .expect("read");
 
@@ -699,7 +718,8 @@ async fn release_kind_rw_evicts_every_reader_and_fences_off_the_writer() {
     learns_it_lost(print.lost(), "the reader `print`").await;
 
     let writer = locks
-        .acquire_write("ledger", shared("post").fenced(true))
+        .rwlock("ledger")
+        .acquire_write(shared("post").fenced(true))
         .await
         .expect("write");
     let token = writer.fencing_token().await.expect("a fencing token");
@@ -731,7 +751,8 @@ async fn release_kind_rw_evicts_every_reader_and_fences_off_the_writer() {
     );
     learns_it_lost(writer.lost(), "the writer").await;
     let next = locks
-        .try_acquire_write("ledger", shared("again").fenced(true))
+        .rwlock("ledger")
+        .try_acquire_write(shared("again").fenced(true))
         .await
         .expect("write")
         .expect("the lock is free at once");

@@ -10,7 +10,7 @@ use crate::backend::{EvictedLeases, SharedState, MOST_WAITERS_SHOWN};
 use crate::keys::KeyKind;
 pub use crate::keys::LockKind;
 use crate::token::Holder;
-use crate::{LockError, LockManager, Semaphore};
+use crate::{LockError, LockManager, RwLock, Semaphore};
 
 /// Most user keys [`LockManager::list`] returns, and most locks
 /// [`LockManager::list_all`] returns.
@@ -81,7 +81,7 @@ pub struct SemaphoreInfo {
 }
 
 /// A read/write lock as the backend holds it now; see
-/// [`LockManager::inspect_rw`].
+/// [`RwLock::inspect`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RwLockInfo {
@@ -134,7 +134,7 @@ pub struct ForcedSemaphoreRelease {
     pub evicted_count: usize,
 }
 
-/// What [`LockManager::force_release_rw`] did.
+/// What [`RwLock::force_release`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ForcedRwRelease {
@@ -184,28 +184,6 @@ impl LockManager {
             queued,
             queued_count: state.queued_count,
             local_waiters: self.backend().local_waiters(&lock_key),
-        })
-    }
-
-    /// The read/write lock on `key` as the backend holds it now: its writer,
-    /// its readers (each with its own holder and remaining lease), how many
-    /// writers wait, and the writers' fencing counter. One round trip;
-    /// reads only. Redlock refuses with `InvalidOptions`, as it refuses
-    /// read/write locks.
-    pub async fn inspect_rw(&self, key: &str) -> Result<RwLockInfo, LockError> {
-        let writer_key = self.key_space().rwlock(key, KeyKind::Write);
-        let state = self.backend().inspect_shared(&writer_key).await?;
-        let reader_key = self.key_space().rwlock(key, KeyKind::Read);
-        let local_waiters =
-            self.backend().local_waiters(&writer_key) + self.backend().local_waiters(&reader_key);
-        Ok(RwLockInfo {
-            key: key.to_owned(),
-            writer: state.writer.as_ref().map(lease_info),
-            readers: state.holders.iter().map(lease_info).collect(),
-            reader_count: state.holder_count,
-            writers_waiting: state.writers_waiting,
-            fencing_counter: state.fence,
-            local_waiters,
         })
     }
 
@@ -261,37 +239,6 @@ impl LockManager {
         Ok(listed)
     }
 
-    /// Frees the read/write lock on `key` whoever holds it: its writer and
-    /// every reader. The writers' fencing counter is raised above every
-    /// writer's token issued so far (and returned), so the evicted writer's
-    /// later writes are rejected by fenced storage. Each evicted holder's
-    /// next renewal is refused and its body is cancelled as for any lost
-    /// lease. Writers waiting for the lock keep their places (their
-    /// intents), so they take it before new readers; waiters are woken.
-    /// Logged at warn. One atomic round trip; Redlock refuses with
-    /// `InvalidOptions`, as it refuses read/write locks.
-    pub async fn force_release_rw(&self, key: &str) -> Result<ForcedRwRelease, LockError> {
-        let rw_key = self.key_space().rwlock(key, KeyKind::Write);
-        let evicted = self.backend().force_release_rw(&rw_key).await?;
-        let writer = evicted.writer.as_deref().and_then(Holder::from_token);
-        tracing::warn!(
-            key,
-            writer_was_held = evicted.writer.is_some(),
-            evicted_writer = writer.as_ref().map(|holder| holder.manager.as_str()),
-            evicted_readers = evicted.readers.holder_count,
-            fencing_counter = evicted.fence,
-            "read/write lock released by force"
-        );
-        Ok(ForcedRwRelease {
-            key: key.to_owned(),
-            writer_was_held: evicted.writer.is_some(),
-            evicted_writer: writer,
-            evicted_readers: named_holders(&evicted.readers),
-            evicted_reader_count: evicted.readers.holder_count,
-            fencing_counter: evicted.fence,
-        })
-    }
-
     /// Frees the lock on `key` whoever holds it: for operators, when a
     /// holder is stuck and its lease keeps being renewed. The fencing
     /// counter is raised above every token issued so far (and returned), so
@@ -314,6 +261,63 @@ impl LockManager {
             key: key.to_owned(),
             was_held: evicted.holder.is_some(),
             evicted: holder,
+            fencing_counter: evicted.fence,
+        })
+    }
+}
+
+impl RwLock {
+    /// This read/write lock as the backend holds it now: its writer,
+    /// its readers (each with its own holder and remaining lease), how many
+    /// writers wait, and the writers' fencing counter. One round trip;
+    /// reads only. Redlock refuses with `InvalidOptions`, as it refuses
+    /// read/write locks.
+    pub async fn inspect(&self) -> Result<RwLockInfo, LockError> {
+        let (manager, key) = (self.manager(), self.key());
+        let writer_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let state = manager.backend().inspect_shared(&writer_key).await?;
+        let reader_key = manager.key_space().rwlock(key, KeyKind::Read);
+        let local_waiters = manager.backend().local_waiters(&writer_key)
+            + manager.backend().local_waiters(&reader_key);
+        Ok(RwLockInfo {
+            key: key.to_owned(),
+            writer: state.writer.as_ref().map(lease_info),
+            readers: state.holders.iter().map(lease_info).collect(),
+            reader_count: state.holder_count,
+            writers_waiting: state.writers_waiting,
+            fencing_counter: state.fence,
+            local_waiters,
+        })
+    }
+
+    /// Frees this read/write lock whoever holds it: its writer and
+    /// every reader. The writers' fencing counter is raised above every
+    /// writer's token issued so far (and returned), so the evicted writer's
+    /// later writes are rejected by fenced storage. Each evicted holder's
+    /// next renewal is refused and its body is cancelled as for any lost
+    /// lease. Writers waiting for the lock keep their places (their
+    /// intents), so they take it before new readers; waiters are woken.
+    /// Logged at warn. One atomic round trip; Redlock refuses with
+    /// `InvalidOptions`, as it refuses read/write locks.
+    pub async fn force_release(&self) -> Result<ForcedRwRelease, LockError> {
+        let (manager, key) = (self.manager(), self.key());
+        let rw_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let evicted = manager.backend().force_release_rw(&rw_key).await?;
+        let writer = evicted.writer.as_deref().and_then(Holder::from_token);
+        tracing::warn!(
+            key,
+            writer_was_held = evicted.writer.is_some(),
+            evicted_writer = writer.as_ref().map(|holder| holder.manager.as_str()),
+            evicted_readers = evicted.readers.holder_count,
+            fencing_counter = evicted.fence,
+            "read/write lock released by force"
+        );
+        Ok(ForcedRwRelease {
+            key: key.to_owned(),
+            writer_was_held: evicted.writer.is_some(),
+            evicted_writer: writer,
+            evicted_readers: named_holders(&evicted.readers),
+            evicted_reader_count: evicted.readers.holder_count,
             fencing_counter: evicted.fence,
         })
     }

@@ -146,7 +146,7 @@ impl LockManagerBuilder {
     /// releases on any node and retry (they do not queue in Redis as on a
     /// single server).
     ///
-    /// [`LockGuard::valid_until`]: crate::LockGuard::valid_until
+    /// [`LockGuard::valid_until`]: crate::HeldLease::valid_until
     pub async fn redlock<I>(self, urls: I) -> Result<LockManager, LockError>
     where
         I: IntoIterator,

@@ -44,7 +44,7 @@ pub enum LockKind {
     /// [`LockManager::inspect`](crate::LockManager::inspect).
     Lock,
     /// A read/write lock (`acquire_read`, `acquire_write`): see
-    /// [`LockManager::inspect_rw`](crate::LockManager::inspect_rw).
+    /// [`RwLock::inspect`](crate::RwLock::inspect).
     ReadWrite,
     /// A counting semaphore (`semaphore(key, n)`): see
     /// [`Semaphore::inspect`](crate::Semaphore::inspect).

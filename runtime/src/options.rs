@@ -225,7 +225,7 @@ impl LockOptions {
     }
 
     /// The required replica acknowledgements and their timeout, if any.
-    pub fn get_min_replicas(&self) -> Option<(u32, Duration)> {
+    pub fn replicas(&self) -> Option<(u32, Duration)> {
         self.min_replicas
             .map(|required| (required.replicas, self.replica_timeout(required)))
     }
@@ -294,15 +294,9 @@ mod tests {
     #[test]
     fn default_replica_timeout_is_200ms_or_half_a_shorter_ttl() {
         let options = LockOptions::new().min_replicas_default_timeout(2);
-        assert_eq!(
-            options.get_min_replicas(),
-            Some((2, Duration::from_millis(200)))
-        );
+        assert_eq!(options.replicas(), Some((2, Duration::from_millis(200))));
         let short = options.ttl(Duration::from_millis(300));
-        assert_eq!(
-            short.get_min_replicas(),
-            Some((2, Duration::from_millis(150)))
-        );
+        assert_eq!(short.replicas(), Some((2, Duration::from_millis(150))));
         assert_eq!(
             short
                 .replication()
@@ -317,7 +311,7 @@ mod tests {
         assert_eq!(
             LockOptions::new()
                 .min_replicas_default_timeout(0)
-                .get_min_replicas(),
+                .replicas(),
             None
         );
     }

@@ -121,8 +121,8 @@ async fn wait<F: Future>(
             let semaphore = manager.semaphore(&key, permits);
             semaphore.with_permit(options, body).await
         }
-        Target::Read(key) => manager.with_read(&key, options, body).await,
-        Target::Write(key) => manager.with_write(&key, options, body).await,
+        Target::Read(key) => manager.rwlock(&key).with_read(options, body).await,
+        Target::Write(key) => manager.rwlock(&key).with_write(options, body).await,
     }
 }
 
@@ -140,7 +140,7 @@ async fn attempt<F: Future>(
             let semaphore = manager.semaphore(&key, permits);
             semaphore.try_with_permit(options, body).await
         }
-        Target::Read(key) => manager.try_with_read(&key, options, body).await,
-        Target::Write(key) => manager.try_with_write(&key, options, body).await,
+        Target::Read(key) => manager.rwlock(&key).try_with_read(options, body).await,
+        Target::Write(key) => manager.rwlock(&key).try_with_write(options, body).await,
     }
 }

@@ -103,6 +103,7 @@ impl Identity {
 
 /// Who holds (or waits for) a lock, as its owner token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Holder {
     /// The name of the holder's manager (`LockManagerBuilder::name`, by
     /// default `host:pid`).
@@ -123,9 +124,11 @@ pub struct Holder {
 }
 
 impl Holder {
-    /// Reads the identity part of `token`; `None` for a token without one
-    /// (written by another client, or by a version before identities).
-    pub(crate) fn from_token(token: &str) -> Option<Holder> {
+    /// Reads the identity part of an owner token (as a guard's `token()`
+    /// or [`LockInfo::token`](crate::LockInfo) shows it); `None` for a
+    /// token without one (written by another client, or by a version
+    /// before identities).
+    pub fn from_token(token: &str) -> Option<Holder> {
         let mut fields = token.splitn(7, '|');
         let random = fields.next()?;
         if random.len() != 32 || !random.bytes().all(|c| c.is_ascii_hexdigit()) {

@@ -254,7 +254,8 @@ impl Setup {
         let probe = &self.probe;
         let fail = |err: LockError| -> ! { panic!("probe of `{RW_KEY}` failed: {err}") };
         let Some(writer) = probe
-            .try_acquire_write(RW_KEY, long())
+            .rwlock(RW_KEY)
+            .try_acquire_write(long())
             .await
             .unwrap_or_else(|err| fail(err))
         else {
@@ -265,7 +266,8 @@ impl Setup {
             .await
             .expect("the probe releases its write lease");
         let Some(reader) = probe
-            .try_acquire_read(RW_KEY, long())
+            .rwlock(RW_KEY)
+            .try_acquire_read(long())
             .await
             .unwrap_or_else(|err| fail(err))
         else {
@@ -580,7 +582,8 @@ async fn rwlock_futures_at_every_await(setup: &Setup) -> Vec<Covered> {
     let what = "acquire_read, then release";
     let polls = cancel_kind_at_each_poll(setup, Kind::ReadWrite, what, || async {
         let reader = locks
-            .acquire_read(RW_KEY, long())
+            .rwlock(RW_KEY)
+            .acquire_read(long())
             .await
             .expect("a free lock");
         reader.release().await.expect("release");
@@ -595,7 +598,8 @@ async fn rwlock_futures_at_every_await(setup: &Setup) -> Vec<Covered> {
     let what = "acquire_write, then release";
     let polls = cancel_kind_at_each_poll(setup, Kind::ReadWrite, what, || async {
         let writer = locks
-            .acquire_write(RW_KEY, long())
+            .rwlock(RW_KEY)
+            .acquire_write(long())
             .await
             .expect("a free lock");
         writer.release().await.expect("release");
@@ -646,7 +650,8 @@ async fn rwlock_futures_at_every_await(setup: &Setup) -> Vec<Covered> {
         async move {
             let body = occupancy.occupy(Duration::from_millis(20));
             locks
-                .with_read(RW_KEY, waiting(), body)
+                .rwlock(RW_KEY)
+                .with_read(waiting(), body)
                 .await
                 .expect("with_read");
         }
@@ -664,7 +669,8 @@ async fn rwlock_futures_at_every_await(setup: &Setup) -> Vec<Covered> {
         async move {
             let body = occupancy.occupy(Duration::from_millis(20));
             locks
-                .with_write(RW_KEY, waiting(), body)
+                .rwlock(RW_KEY)
+                .with_write(waiting(), body)
                 .await
                 .expect("with_write");
         }
@@ -683,7 +689,8 @@ async fn rwlock_futures_at_every_await(setup: &Setup) -> Vec<Covered> {
 /// 5 s) for a read lease, releasing it once granted.
 async fn reader_behind_a_writer(locks: &LockManager) {
     let writer = locks
-        .try_acquire_write(RW_KEY, long())
+        .rwlock(RW_KEY)
+        .try_acquire_write(long())
         .await
         .expect("writer")
         .expect("the lock is free between rounds");
@@ -692,7 +699,8 @@ async fn reader_behind_a_writer(locks: &LockManager) {
         writer.release().await.expect("writer releases");
     });
     let reader = locks
-        .acquire_read(RW_KEY, long().wait(Duration::from_secs(5)))
+        .rwlock(RW_KEY)
+        .acquire_read(long().wait(Duration::from_secs(5)))
         .await
         .expect("a read lease once the writer left");
     reader.release().await.expect("release");
@@ -705,7 +713,8 @@ async fn reader_behind_a_writer(locks: &LockManager) {
 /// granted.
 async fn writer_behind_a_reader(locks: &LockManager, options: LockOptions) {
     let reader = locks
-        .try_acquire_read(RW_KEY, long())
+        .rwlock(RW_KEY)
+        .try_acquire_read(long())
         .await
         .expect("reader")
         .expect("the lock is free between rounds");
@@ -714,7 +723,8 @@ async fn writer_behind_a_reader(locks: &LockManager, options: LockOptions) {
         reader.release().await.expect("reader releases");
     });
     let writer = locks
-        .acquire_write(RW_KEY, options)
+        .rwlock(RW_KEY)
+        .acquire_write(options)
         .await
         .expect("the write lease once the reader left");
     writer.release().await.expect("release");
@@ -848,35 +858,35 @@ async fn redlock_refuses_permits_and_rw_locks_without_leaving_anything() {
         ),
         (
             "try_acquire_read",
-            within(locks.try_acquire_read(RW_KEY, long()))
+            within(locks.rwlock(RW_KEY).try_acquire_read(long()))
                 .await
                 .map(drop),
         ),
         (
             "acquire_read",
-            within(locks.acquire_read(RW_KEY, waiting()))
+            within(locks.rwlock(RW_KEY).acquire_read(waiting()))
                 .await
                 .map(drop),
         ),
         (
             "try_acquire_write",
-            within(locks.try_acquire_write(RW_KEY, long()))
+            within(locks.rwlock(RW_KEY).try_acquire_write(long()))
                 .await
                 .map(drop),
         ),
         (
             "acquire_write",
-            within(locks.acquire_write(RW_KEY, waiting()))
+            within(locks.rwlock(RW_KEY).acquire_write(waiting()))
                 .await
                 .map(drop),
         ),
         (
             "with_read",
-            within(locks.with_read(RW_KEY, waiting(), body())).await,
+            within(locks.rwlock(RW_KEY).with_read(waiting(), body())).await,
         ),
         (
             "with_write",
-            within(locks.with_write(RW_KEY, waiting(), body())).await,
+            within(locks.rwlock(RW_KEY).with_write(waiting(), body())).await,
         ),
     ];
     for (what, refused) in refusals {

@@ -291,10 +291,16 @@ async fn one_attempt_on_a_full_semaphore_or_a_written_rwlock_is_busy(h: Harness)
         .await
         .unwrap()
         .is_none());
-    let _writer = h.a.acquire_write("rw", long()).await.unwrap();
-    assert_busy(h.b.acquire_read("rw", long()).await, "rw");
-    assert_busy(h.b.acquire_write("rw", long()).await, "rw");
-    assert!(h.b.try_acquire_read("rw", long()).await.unwrap().is_none());
+    let _writer = h.a.rwlock("rw").acquire_write(long()).await.unwrap();
+    assert_busy(h.b.rwlock("rw").acquire_read(long()).await, "rw");
+    assert_busy(h.b.rwlock("rw").acquire_write(long()).await, "rw");
+    assert!(h
+        .b
+        .rwlock("rw")
+        .try_acquire_read(long())
+        .await
+        .unwrap()
+        .is_none());
 }
 
 async fn permit_waiter_gives_up_with_timeout_while_permits_stay_held(h: Harness) {
@@ -585,9 +591,9 @@ async fn waiting_without_limit_does_not_overflow_the_deadline(h: Harness) {
         .await
         .unwrap();
 
-    let reader = h.a.acquire_read("rw", long()).await.unwrap();
+    let reader = h.a.rwlock("rw").acquire_read(long()).await.unwrap();
     let locks = h.b.clone();
-    let writer = tokio::spawn(async move { locks.acquire_write("rw", forever()).await });
+    let writer = tokio::spawn(async move { locks.rwlock("rw").acquire_write(forever()).await });
     release_after_100ms(reader.release()).await;
     let writer = timeout(NO_HANG, writer)
         .await
@@ -596,7 +602,7 @@ async fn waiting_without_limit_does_not_overflow_the_deadline(h: Harness) {
         .expect("the writer gets in");
 
     let locks = h.b.clone();
-    let reader = tokio::spawn(async move { locks.acquire_read("rw", forever()).await });
+    let reader = tokio::spawn(async move { locks.rwlock("rw").acquire_read(forever()).await });
     release_after_100ms(writer.release()).await;
     timeout(NO_HANG, reader)
         .await
@@ -622,12 +628,12 @@ async fn release_futures_dropped_after_first_poll_still_release(h: Harness) {
     assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
     h.assert_permits_back_promptly("s").await;
 
-    let reader = h.a.acquire_read("rw", long()).await.unwrap();
+    let reader = h.a.rwlock("rw").acquire_read(long()).await.unwrap();
     let cut_short = timeout(Duration::ZERO, reader.release()).await;
     assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
     h.assert_rw_freed_promptly("rw").await;
 
-    let writer = h.a.acquire_write("rw", long()).await.unwrap();
+    let writer = h.a.rwlock("rw").acquire_write(long()).await.unwrap();
     let cut_short = timeout(Duration::ZERO, writer.release()).await;
     assert!(cut_short.is_err() || cut_short.is_ok_and(|released| released.is_ok()));
     h.assert_rw_freed_promptly("rw").await;
@@ -642,7 +648,8 @@ async fn readers_share_the_lock_across_managers(h: Harness) {
     for i in 0..4 {
         let reader = h
             .alternate(i)
-            .try_acquire_read("k", long())
+            .rwlock("k")
+            .try_acquire_read(long())
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("reader {} kept out by readers", i + 1));
@@ -655,7 +662,8 @@ async fn readers_share_the_lock_across_managers(h: Harness) {
     for manager in [&h.a, &h.b] {
         assert!(
             manager
-                .try_acquire_write("k", long())
+                .rwlock("k")
+                .try_acquire_write(long())
                 .await
                 .unwrap()
                 .is_none(),
@@ -672,7 +680,8 @@ async fn readers_share_the_lock_across_managers(h: Harness) {
     }
     readers.pop().unwrap().release().await.unwrap();
     let writer =
-        h.b.try_acquire_write("k", long())
+        h.b.rwlock("k")
+            .try_acquire_write(long())
             .await
             .unwrap()
             .expect("the last reader's release lets a writer in at once");
@@ -681,7 +690,8 @@ async fn readers_share_the_lock_across_managers(h: Harness) {
 
 async fn writer_excludes_readers_and_other_writers(h: Harness) {
     let writer =
-        h.a.try_acquire_write("k", long())
+        h.a.rwlock("k")
+            .try_acquire_write(long())
             .await
             .unwrap()
             .expect("a free lock");
@@ -694,7 +704,8 @@ async fn writer_excludes_readers_and_other_writers(h: Harness) {
         );
         assert!(
             manager
-                .try_acquire_write("k", long())
+                .rwlock("k")
+                .try_acquire_write(long())
                 .await
                 .unwrap()
                 .is_none(),
@@ -703,7 +714,8 @@ async fn writer_excludes_readers_and_other_writers(h: Harness) {
     }
     writer.release().await.expect("the writer's own lease");
     let reader =
-        h.b.try_acquire_read("k", long())
+        h.b.rwlock("k")
+            .try_acquire_read(long())
             .await
             .unwrap()
             .expect("readers get in once the writer released");
@@ -719,11 +731,11 @@ async fn mixed_readers_and_writers_never_overlap_a_writer(h: Harness) {
             tokio::spawn(async move {
                 let options = waiting(Duration::from_secs(30));
                 if task % 5 == 0 {
-                    let guard = locks.acquire_write("k", options).await.unwrap();
+                    let guard = locks.rwlock("k").acquire_write(options).await.unwrap();
                     log.visit(Visit::Write).await;
                     guard.release().await.expect("still our write lease");
                 } else {
-                    let guard = locks.acquire_read("k", options).await.unwrap();
+                    let guard = locks.rwlock("k").acquire_read(options).await.unwrap();
                     log.visit(Visit::Read).await;
                     guard.release().await.expect("still our read lease");
                 }
@@ -737,12 +749,13 @@ async fn mixed_readers_and_writers_never_overlap_a_writer(h: Harness) {
 }
 
 async fn waiting_writer_holds_back_new_readers(h: Harness) {
-    let reader = h.a.acquire_read("k", long()).await.unwrap();
+    let reader = h.a.rwlock("k").acquire_read(long()).await.unwrap();
     let writer = {
         let locks = h.b.clone();
         tokio::spawn(async move {
             locks
-                .acquire_write("k", waiting(Duration::from_secs(20)))
+                .rwlock("k")
+                .acquire_write(waiting(Duration::from_secs(20)))
                 .await
         })
     };
@@ -771,7 +784,7 @@ async fn waiting_writer_holds_back_new_readers(h: Harness) {
 }
 
 async fn released_reader_wakes_a_waiting_writer_not_its_ttl(h: Harness) {
-    let reader = h.a.acquire_read("k", long()).await.unwrap();
+    let reader = h.a.rwlock("k").acquire_read(long()).await.unwrap();
     let releaser = tokio::spawn(async move {
         sleep(Duration::from_millis(200)).await;
         reader.release().await
@@ -780,7 +793,8 @@ async fn released_reader_wakes_a_waiting_writer_not_its_ttl(h: Harness) {
     // Woken only by its deadline, the writer would get in after 20 s; by the
     // reader's 30 s lease, not at all.
     let writer =
-        h.b.acquire_write("k", waiting(Duration::from_secs(20)))
+        h.b.rwlock("k")
+            .acquire_write(waiting(Duration::from_secs(20)))
             .await;
     let elapsed = started.elapsed();
     let writer = writer.expect("the writer gets in once the reader releases");
@@ -793,14 +807,15 @@ async fn released_reader_wakes_a_waiting_writer_not_its_ttl(h: Harness) {
 }
 
 async fn released_writer_wakes_waiting_readers_not_its_ttl(h: Harness) {
-    let writer = h.a.acquire_write("k", long()).await.unwrap();
+    let writer = h.a.rwlock("k").acquire_write(long()).await.unwrap();
     let (got_in, mut readers_in) = tokio::sync::mpsc::channel(3);
     let readers: Vec<_> = (0..3)
         .map(|i| {
             let (locks, got_in) = (h.alternate(i).clone(), got_in.clone());
             tokio::spawn(async move {
                 let reader = locks
-                    .acquire_read("k", waiting(Duration::from_secs(20)))
+                    .rwlock("k")
+                    .acquire_read(waiting(Duration::from_secs(20)))
                     .await
                     .expect("a reader gets in once the writer releases");
                 got_in.send(()).await.unwrap();
@@ -831,12 +846,12 @@ async fn released_writer_wakes_waiting_readers_not_its_ttl(h: Harness) {
 }
 
 async fn dropped_read_and_write_guards_release_promptly(h: Harness) {
-    let reader = h.a.acquire_read("k", long()).await.unwrap();
+    let reader = h.a.rwlock("k").acquire_read(long()).await.unwrap();
     assert!(h.rw_held_elsewhere("k").await);
     drop(reader);
     h.assert_rw_freed_promptly("k").await;
 
-    let writer = h.a.acquire_write("k", long()).await.unwrap();
+    let writer = h.a.rwlock("k").acquire_write(long()).await.unwrap();
     assert!(h.rw_held_elsewhere("k").await);
     drop(writer);
     h.assert_rw_freed_promptly("k").await;
@@ -848,32 +863,34 @@ async fn dropped_read_and_write_guards_release_promptly(h: Harness) {
 
 async fn with_read_and_with_write_release_after_body_and_panic(h: Harness) {
     let read =
-        h.a.with_read("k", long(), async {
-            assert!(
-                h.rw_held_elsewhere("k").await,
-                "body runs under the read lease"
-            );
-            assert!(
-                !readers_kept_out(&h.b, "k").await,
-                "another reader shares it"
-            );
-            7
-        })
-        .await
-        .unwrap();
+        h.a.rwlock("k")
+            .with_read(long(), async {
+                assert!(
+                    h.rw_held_elsewhere("k").await,
+                    "body runs under the read lease"
+                );
+                assert!(
+                    !readers_kept_out(&h.b, "k").await,
+                    "another reader shares it"
+                );
+                7
+            })
+            .await
+            .unwrap();
     assert_eq!(read, 7);
     h.assert_rw_freed_promptly("k").await;
 
     let written =
-        h.a.with_write("k", long(), async {
-            assert!(
-                readers_kept_out(&h.b, "k").await,
-                "body runs under the write lease"
-            );
-            8
-        })
-        .await
-        .unwrap();
+        h.a.rwlock("k")
+            .with_write(long(), async {
+                assert!(
+                    readers_kept_out(&h.b, "k").await,
+                    "body runs under the write lease"
+                );
+                8
+            })
+            .await
+            .unwrap();
     assert_eq!(written, 8);
     h.assert_rw_freed_promptly("k").await;
 
@@ -886,9 +903,9 @@ async fn with_read_and_with_write_release_after_body_and_panic(h: Harness) {
                 panic!("deliberate panic in a with_read/with_write body (expected by the test)");
             };
             if write {
-                locks.with_write("k", long(), body).await
+                locks.rwlock("k").with_write(long(), body).await
             } else {
-                locks.with_read("k", long(), body).await
+                locks.rwlock("k").with_read(long(), body).await
             }
         });
         let err = task.await.expect_err("the body panics");
@@ -902,19 +919,21 @@ async fn read_inside_write_re_enters_the_write_lease(h: Harness) {
     let inner = h.a.clone();
     let outcome = timeout(
         NO_HANG,
-        h.a.with_write("k", long(), async {
+        h.a.rwlock("k").with_write(long(), async {
             let written = fencing_token().await.unwrap();
             // A 30 s wait: only re-entry ends this well within it.
             let read = inner
-                .acquire_read("k", waiting(Duration::from_secs(30)))
+                .rwlock("k")
+                .acquire_read(waiting(Duration::from_secs(30)))
                 .await
                 .unwrap();
-            let readers = inner.inspect_rw("k").await.unwrap().reader_count;
+            let readers = inner.rwlock("k").inspect().await.unwrap().reader_count;
             let nested = inner
-                .with_read("k", long(), async { fencing_token().await.unwrap() })
+                .rwlock("k")
+                .with_read(long(), async { fencing_token().await.unwrap() })
                 .await
                 .unwrap();
-            let again = inner.try_acquire_write("k", long()).await.unwrap();
+            let again = inner.rwlock("k").try_acquire_write(long()).await.unwrap();
             let rewritten = again.as_ref().map(|guard| guard.is_reentered());
             drop(again);
             read.release().await.expect("releasing a re-entered read");
@@ -937,15 +956,16 @@ async fn write_inside_read_fails_at_once_with_upgrade_refused(h: Harness) {
     let inner = h.a.clone();
     let (waited, tried, scoped, read, still_held) = timeout(
         NO_HANG,
-        h.a.with_read("k", long(), async {
+        h.a.rwlock("k").with_read(long(), async {
             // A 30 s wait: only an at-once refusal ends this well within it.
             let waited = inner
-                .acquire_write("k", waiting(Duration::from_secs(30)))
+                .rwlock("k")
+                .acquire_write(waiting(Duration::from_secs(30)))
                 .await
                 .map(drop);
-            let tried = inner.try_acquire_write("k", long()).await.map(drop);
-            let scoped = inner.with_write("k", long(), async {}).await;
-            let read = inner.acquire_read("k", long()).await.unwrap();
+            let tried = inner.rwlock("k").try_acquire_write(long()).await.map(drop);
+            let scoped = inner.rwlock("k").with_write(long(), async {}).await;
+            let read = inner.rwlock("k").acquire_read(long()).await.unwrap();
             let reentered = read.is_reentered();
             drop(read);
             (
@@ -985,7 +1005,8 @@ async fn writers_fencing_tokens_strictly_increase_across_holders_and_managers(h:
         let manager = h.alternate(round);
         let token = if round % 2 == 0 {
             let guard = manager
-                .acquire_write("k", long().fenced(true))
+                .rwlock("k")
+                .acquire_write(long().fenced(true))
                 .await
                 .unwrap();
             let token = guard.fencing_token().await.unwrap();
@@ -998,7 +1019,8 @@ async fn writers_fencing_tokens_strictly_increase_across_holders_and_managers(h:
             token
         } else {
             manager
-                .with_write("k", long(), async { fencing_token().await })
+                .rwlock("k")
+                .with_write(long(), async { fencing_token().await })
                 .await
                 .unwrap()
                 .expect("with_write body runs in a lock scope")
@@ -1013,20 +1035,25 @@ async fn fenced_read_is_invalid_options_and_readers_get_no_token(h: Harness) {
     let refused = [
         (
             "acquire_read",
-            h.a.acquire_read("k", long().fenced(true)).await.map(drop),
+            h.a.rwlock("k")
+                .acquire_read(long().fenced(true))
+                .await
+                .map(drop),
         ),
         (
             "try_acquire_read",
-            h.a.try_acquire_read("k", long().fenced(true))
+            h.a.rwlock("k")
+                .try_acquire_read(long().fenced(true))
                 .await
                 .map(drop),
         ),
         (
             "with_read",
-            h.a.with_read("k", long().fenced(true), async {
-                ran.store(true, Ordering::SeqCst);
-            })
-            .await,
+            h.a.rwlock("k")
+                .with_read(long().fenced(true), async {
+                    ran.store(true, Ordering::SeqCst);
+                })
+                .await,
         ),
     ];
     for (what, result) in refused {
@@ -1037,7 +1064,8 @@ async fn fenced_read_is_invalid_options_and_readers_get_no_token(h: Harness) {
     }
     assert!(!ran.load(Ordering::SeqCst), "a refused read body ran");
     let in_read_scope =
-        h.a.with_read("k", long(), fencing_token())
+        h.a.rwlock("k")
+            .with_read(long(), fencing_token())
             .await
             .expect("an unfenced read");
     assert!(
@@ -1064,12 +1092,16 @@ async fn zero_ttl_and_lock_only_options_are_invalid_for_readers_and_writers(h: H
         ),
     ];
     for (what, options) in invalid {
-        let read = h.a.try_acquire_read("k", options.clone()).await.map(drop);
+        let read =
+            h.a.rwlock("k")
+                .try_acquire_read(options.clone())
+                .await
+                .map(drop);
         // A writer that would wait would leave an intent, were it let through.
-        let write =
-            h.a.acquire_write("k", options.clone().wait(Duration::from_secs(5)));
+        let rwlock = h.a.rwlock("k");
+        let write = rwlock.acquire_write(options.clone().wait(Duration::from_secs(5)));
         let write = write.await.map(drop);
-        let scoped = h.a.with_write("k", options, async {}).await;
+        let scoped = h.a.rwlock("k").with_write(options, async {}).await;
         for (kind, result) in [("read", read), ("write", write), ("with_write", scoped)] {
             assert!(
                 matches!(result, Err(LockError::InvalidOptions(_))),
@@ -1090,11 +1122,16 @@ async fn zero_ttl_and_lock_only_options_are_invalid_for_readers_and_writers(h: H
 async fn crashed_readers_fixed_lease_blocks_writers_only_until_its_ttl(h: Harness) {
     let ttl = Duration::from_millis(600);
     let taken = Instant::now();
-    let crashed = h.a.acquire_read("k", fixed_lease(ttl)).await.unwrap();
+    let crashed =
+        h.a.rwlock("k")
+            .acquire_read(fixed_lease(ttl))
+            .await
+            .unwrap();
     // A crashed process neither releases nor renews: its lease only expires.
     std::mem::forget(crashed);
     let writer =
-        h.b.acquire_write("k", waiting(Duration::from_secs(10)))
+        h.b.rwlock("k")
+            .acquire_write(waiting(Duration::from_secs(10)))
             .await
             .expect("the writer gets in once the crashed reader's lease ran out");
     let after = taken.elapsed();
@@ -1108,11 +1145,12 @@ async fn crashed_readers_fixed_lease_blocks_writers_only_until_its_ttl(h: Harnes
 async fn expired_rw_leases_are_reported_lost_and_cannot_free_the_next_writers(h: Harness) {
     let short = || fixed_lease(Duration::from_millis(200));
 
-    let stale_writer = h.a.acquire_write("k", short()).await.unwrap();
+    let stale_writer = h.a.rwlock("k").acquire_write(short()).await.unwrap();
     timeout(Duration::from_secs(3), stale_writer.lost())
         .await
         .expect("a 200 ms write lease that is not renewed is reported lost");
-    let next: WriteGuard = first_within_3s(|| h.b.try_acquire_write("k", long())).await;
+    let rwlock = h.b.rwlock("k");
+    let next: WriteGuard = first_within_3s(|| rwlock.try_acquire_write(long())).await;
     assert_lease_lost(stale_writer.release().await, "k");
     assert!(
         h.rw_held_elsewhere("k").await,
@@ -1123,12 +1161,13 @@ async fn expired_rw_leases_are_reported_lost_and_cannot_free_the_next_writers(h:
         .await
         .expect("the next writer still holds it");
 
-    let stale_reader = h.a.acquire_read("k", short()).await.unwrap();
+    let stale_reader = h.a.rwlock("k").acquire_read(short()).await.unwrap();
     timeout(Duration::from_secs(3), stale_reader.lost())
         .await
         .expect("a 200 ms read lease that is not renewed is reported lost");
     assert!(stale_reader.valid_until().is_none());
-    let next: WriteGuard = first_within_3s(|| h.b.try_acquire_write("k", long())).await;
+    let rwlock = h.b.rwlock("k");
+    let next: WriteGuard = first_within_3s(|| rwlock.try_acquire_write(long())).await;
     assert_lease_lost(stale_reader.release().await, "k");
     assert!(
         h.rw_held_elsewhere("k").await,
@@ -1174,9 +1213,9 @@ async fn lost_lease_cancels_with_read_and_with_write_bodies(h: Harness) {
         let started = Instant::now();
         let result = timeout(Duration::from_secs(10), async {
             if write {
-                h.a.with_write(key, options, body).await
+                h.a.rwlock(key).with_write(options, body).await
             } else {
-                h.a.with_read(key, options, body).await
+                h.a.rwlock(key).with_read(options, body).await
             }
         })
         .await
@@ -1203,7 +1242,8 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
         let (locks, options) = (h.a.clone(), options.clone());
         tokio::spawn(async move {
             locks
-                .with_read("r", options, async move {
+                .rwlock("r")
+                .with_read(options, async move {
                     read_entered.send(()).unwrap();
                     sleep(3 * WATCHDOG_TTL).await;
                     lease_lost()
@@ -1215,7 +1255,8 @@ async fn watchdog_keeps_read_and_write_leases_across_three_ttls(h: Harness) {
         let locks = h.a.clone();
         tokio::spawn(async move {
             locks
-                .with_write("w", options, async move {
+                .rwlock("w")
+                .with_write(options, async move {
                     write_entered.send(()).unwrap();
                     sleep(3 * WATCHDOG_TTL).await;
                     lease_lost()
@@ -1258,11 +1299,13 @@ async fn fencing_token_for_a_key_names_its_plain_lock_not_a_read_write_lock_on_i
         .with_lock("k", long(), async move {
             let plain = fencing_token_for("k").await.unwrap();
             let in_read = locks
-                .with_read("k", long(), async { fencing_token_for("k").await })
+                .rwlock("k")
+                .with_read(long(), async { fencing_token_for("k").await })
                 .await
                 .unwrap();
             let in_write = locks
-                .with_write("k", long(), async {
+                .rwlock("k")
+                .with_write(long(), async {
                     (fencing_token_for("k").await, fencing_token().await)
                 })
                 .await

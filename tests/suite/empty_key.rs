@@ -19,7 +19,7 @@ fn invalid<T: std::fmt::Debug>(result: Result<T, LockError>) -> bool {
 async fn empty_keys_are_refused(h: Harness) {
     assert!(invalid(h.a.try_acquire("", long()).await));
     assert!(invalid(h.a.acquire("", long()).await));
-    assert!(invalid(h.a.acquire_read("", long()).await));
+    assert!(invalid(h.a.rwlock("").acquire_read(long()).await));
     assert!(invalid(h.a.semaphore("", 2).try_acquire(long()).await));
     assert!(invalid(h.a.acquire_all(["a", ""], long()).await));
     assert!(invalid(charge(&h.a, "").await));

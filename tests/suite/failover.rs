@@ -197,14 +197,11 @@ async fn min_replicas_is_checked_and_ignored_in_memory() {
         Err(LockError::InvalidOptions(message)) if message.contains("shorter than the ttl")
     ));
     let off = LockOptions::new().min_replicas(0, Duration::ZERO);
-    assert_eq!(off.get_min_replicas(), None);
+    assert_eq!(off.replicas(), None);
     let replicated = LockOptions::new()
         .ttl(ttl)
         .min_replicas(2, Duration::from_millis(100));
-    assert_eq!(
-        replicated.get_min_replicas(),
-        Some((2, Duration::from_millis(100)))
-    );
+    assert_eq!(replicated.replicas(), Some((2, Duration::from_millis(100))));
     let guard = manager
         .acquire("k", replicated)
         .await

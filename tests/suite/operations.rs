@@ -179,11 +179,13 @@ async fn refuses_shared_locks(pair: &Pair) -> bool {
     }
     assert!(refused(within(semaphore.inspect()).await.map(|_| ())));
     assert!(refused(
-        within(pair.operator.inspect_rw("probe")).await.map(|_| ())
+        within(pair.operator.rwlock("probe").inspect())
+            .await
+            .map(|_| ())
     ));
     assert!(refused(within(semaphore.force_release()).await.map(|_| ())));
     assert!(refused(
-        within(pair.operator.force_release_rw("probe"))
+        within(pair.operator.rwlock("probe").force_release())
             .await
             .map(|_| ())
     ));
@@ -247,13 +249,14 @@ async fn inspect_rw_shows_the_writer_the_readers_and_waiting_writers(pair: Pair)
     if refuses_shared_locks(&pair).await {
         return;
     }
-    let free = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    let free = within(pair.operator.rwlock("doc").inspect()).await.unwrap();
     assert!(free.writer.is_none() && free.readers.is_empty() && free.writers_waiting == 0);
 
-    let read = |label: &str| pair.holder.acquire_read("doc", long().label(label));
+    let doc = pair.holder.rwlock("doc");
+    let read = |label: &str| doc.acquire_read(long().label(label));
     let first = within(read("doc::show")).await.unwrap();
     let second = within(read("doc::print")).await.unwrap();
-    let info = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    let info = within(pair.operator.rwlock("doc").inspect()).await.unwrap();
     assert_eq!(info.reader_count, 2);
     assert_eq!(labels(&info.readers), ["doc::print", "doc::show"]);
     assert!(info.writer.is_none());
@@ -262,11 +265,11 @@ async fn inspect_rw_shows_the_writer_the_readers_and_waiting_writers(pair: Pair)
         let operator = pair.operator.clone();
         tokio::spawn(async move {
             let options = long().label("doc::edit").fenced(true).wait(NO_HANG);
-            operator.acquire_write("doc", options).await
+            operator.rwlock("doc").acquire_write(options).await
         })
     };
     let waits = poll_async(PROMPTLY, || async {
-        let info = pair.operator.inspect_rw("doc").await.unwrap();
+        let info = pair.operator.rwlock("doc").inspect().await.unwrap();
         info.writers_waiting == 1 && info.local_waiters == 1
     })
     .await;
@@ -275,7 +278,7 @@ async fn inspect_rw_shows_the_writer_the_readers_and_waiting_writers(pair: Pair)
     within(second.release()).await.unwrap();
     let writer = within(writer).await.unwrap().unwrap();
     let token = within(writer.fencing_token()).await.unwrap();
-    let info = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    let info = within(pair.operator.rwlock("doc").inspect()).await.unwrap();
     let lease = info.writer.expect("the writer is shown");
     let holder = lease.holder.expect("the writer is named");
     assert_eq!(
@@ -285,7 +288,7 @@ async fn inspect_rw_shows_the_writer_the_readers_and_waiting_writers(pair: Pair)
     assert_eq!((info.reader_count, info.writers_waiting), (0, 0));
     assert_eq!(info.fencing_counter, Some(token));
     within(writer.release()).await.unwrap();
-    let released = within(pair.operator.inspect_rw("doc")).await.unwrap();
+    let released = within(pair.operator.rwlock("doc").inspect()).await.unwrap();
     assert!(released.writer.is_none());
 }
 
@@ -526,10 +529,10 @@ async fn list_all_names_each_held_lock_with_its_kind(pair: Pair) {
         within(stock.release()).await.unwrap();
         return;
     }
-    let reader = within(pair.holder.acquire_read("doc:1", long()))
+    let reader = within(pair.holder.rwlock("doc:1").acquire_read(long()))
         .await
         .unwrap();
-    let writer = within(pair.holder.acquire_write("doc:2", long()))
+    let writer = within(pair.holder.rwlock("doc:2").acquire_write(long()))
         .await
         .unwrap();
     let permit = within(pair.holder.semaphore("api:{1}", 2).acquire(long()))
@@ -627,13 +630,14 @@ async fn force_release_rw_evicts_the_writer_and_fences_it_off(pair: Pair) {
     }
     let writer = within(
         pair.holder
-            .acquire_write("ledger", evictable("ledger::post").fenced(true)),
+            .rwlock("ledger")
+            .acquire_write(evictable("ledger::post").fenced(true)),
     )
     .await
     .unwrap();
     let evicted_token = within(writer.fencing_token()).await.unwrap();
 
-    let forced = within(pair.operator.force_release_rw("ledger"))
+    let forced = within(pair.operator.rwlock("ledger").force_release())
         .await
         .unwrap();
     assert!(forced.writer_was_held);
@@ -649,7 +653,7 @@ async fn force_release_rw_evicts_the_writer_and_fences_it_off(pair: Pair) {
         forced.fencing_counter
     );
 
-    let reader = within(pair.operator.try_acquire_read("ledger", long()))
+    let reader = within(pair.operator.rwlock("ledger").try_acquire_read(long()))
         .await
         .unwrap()
         .expect("a reader gets in at once");
@@ -664,7 +668,7 @@ async fn force_release_rw_evicts_the_writer_and_fences_it_off(pair: Pair) {
     ));
     within(reader.release()).await.unwrap();
 
-    let nobody = within(pair.operator.force_release_rw("never-held"))
+    let nobody = within(pair.operator.rwlock("never-held").force_release())
         .await
         .unwrap();
     assert!(!nobody.writer_was_held && nobody.evicted_reader_count == 0);
@@ -674,23 +678,33 @@ async fn force_release_rw_evicts_every_reader_and_lets_a_waiting_writer_in(pair:
     if refuses_shared_locks(&pair).await {
         return;
     }
-    let show = within(pair.holder.acquire_read("doc", evictable("doc::show")))
-        .await
-        .unwrap();
-    let print = within(pair.holder.acquire_read("doc", evictable("doc::print")))
-        .await
-        .unwrap();
+    let show = within(
+        pair.holder
+            .rwlock("doc")
+            .acquire_read(evictable("doc::show")),
+    )
+    .await
+    .unwrap();
+    let print = within(
+        pair.holder
+            .rwlock("doc")
+            .acquire_read(evictable("doc::print")),
+    )
+    .await
+    .unwrap();
     let waiting = {
         let operator = pair.operator.clone();
         tokio::spawn(async move {
             operator
-                .acquire_write("doc", long().fenced(true).wait(NO_HANG))
+                .rwlock("doc")
+                .acquire_write(long().fenced(true).wait(NO_HANG))
                 .await
         })
     };
     let waits = poll_async(PROMPTLY, || async {
         pair.operator
-            .inspect_rw("doc")
+            .rwlock("doc")
+            .inspect()
             .await
             .unwrap()
             .writers_waiting
@@ -699,7 +713,9 @@ async fn force_release_rw_evicts_every_reader_and_lets_a_waiting_writer_in(pair:
     .await;
     assert!(waits, "the writer does not wait");
 
-    let forced = within(pair.operator.force_release_rw("doc")).await.unwrap();
+    let forced = within(pair.operator.rwlock("doc").force_release())
+        .await
+        .unwrap();
     assert!(!forced.writer_was_held && forced.evicted_writer.is_none());
     assert_eq!(forced.evicted_reader_count, 2);
     assert_eq!(

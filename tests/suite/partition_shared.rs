@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasehold::{LockError, LockManager, LockOptions, Permit, ReadGuard, WriteGuard};
+use leasehold::{HeldLease, LockError, LockManager, LockOptions, Permit, ReadGuard, WriteGuard};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -141,28 +141,28 @@ trait SharedGuard {
 
 impl SharedGuard for Permit {
     fn lost(&self) -> impl Future<Output = ()> {
-        Permit::lost(self)
+        HeldLease::lost(self)
     }
     fn is_lost(&self) -> bool {
-        Permit::is_lost(self)
+        HeldLease::is_lost(self)
     }
 }
 
 impl SharedGuard for ReadGuard {
     fn lost(&self) -> impl Future<Output = ()> {
-        ReadGuard::lost(self)
+        HeldLease::lost(self)
     }
     fn is_lost(&self) -> bool {
-        ReadGuard::is_lost(self)
+        HeldLease::is_lost(self)
     }
 }
 
 impl SharedGuard for WriteGuard {
     fn lost(&self) -> impl Future<Output = ()> {
-        WriteGuard::lost(self)
+        HeldLease::lost(self)
     }
     fn is_lost(&self) -> bool {
-        WriteGuard::is_lost(self)
+        HeldLease::is_lost(self)
     }
 }
 
@@ -264,12 +264,20 @@ async fn hold(a: LockManager, holder: Holder, started: oneshot::Sender<()>) -> P
                     until_told(&guard).await
                 }
                 Kind::Read => {
-                    let guard = a.acquire_read(&key, options()).await.expect(acquired);
+                    let guard = a
+                        .rwlock(&key)
+                        .acquire_read(options())
+                        .await
+                        .expect(acquired);
                     let _ = started.send(());
                     until_told(&guard).await
                 }
                 Kind::Write => {
-                    let guard = a.acquire_write(&key, options()).await.expect(acquired);
+                    let guard = a
+                        .rwlock(&key)
+                        .acquire_write(options())
+                        .await
+                        .expect(acquired);
                     let _ = started.send(());
                     until_told(&guard).await
                 }
@@ -280,8 +288,8 @@ async fn hold(a: LockManager, holder: Holder, started: oneshot::Sender<()>) -> P
             let scoped = async {
                 match holder.kind {
                     Kind::Permit => a.semaphore(&key, 1).with_permit(options(), body).await,
-                    Kind::Read => a.with_read(&key, options(), body).await,
-                    Kind::Write => a.with_write(&key, options(), body).await,
+                    Kind::Read => a.rwlock(&key).with_read(options(), body).await,
+                    Kind::Write => a.rwlock(&key).with_write(options(), body).await,
                 }
             };
             timeout(TOLD_WITHIN, scoped).await.unwrap_or_else(|_| {
@@ -376,7 +384,7 @@ async fn take_over(
                 Ok(at)
             }
             Kind::Read | Kind::Write => {
-                let guard = b.acquire_write(&key, waiting).await?;
+                let guard = b.rwlock(&key).acquire_write(waiting).await?;
                 let at = Instant::now();
                 tokio::time::sleep_until(keep_until.into()).await;
                 kept(guard.is_lost());

@@ -36,11 +36,15 @@ async fn writers_never_overlap_anyone(managers: &[LockManager], tasks: usize) {
             tokio::spawn(async move {
                 let options = waiting(Duration::from_secs(60));
                 if task % 5 == 0 {
-                    let guard = locks.acquire_write("catalog", options).await.unwrap();
+                    let guard = locks
+                        .rwlock("catalog")
+                        .acquire_write(options)
+                        .await
+                        .unwrap();
                     log.visit(Visit::Write).await;
                     guard.release().await.expect("still our write lease");
                 } else {
-                    let guard = locks.acquire_read("catalog", options).await.unwrap();
+                    let guard = locks.rwlock("catalog").acquire_read(options).await.unwrap();
                     log.visit(Visit::Read).await;
                     guard.release().await.expect("still our read lease");
                 }
@@ -78,7 +82,8 @@ async fn waiting_writer_is_not_starved(readers: &LockManager, writer: &LockManag
                 let readers = readers.clone();
                 visits.push(tokio::spawn(async move {
                     let guard = readers
-                        .acquire_read("hot", waiting(Duration::from_secs(20)))
+                        .rwlock("hot")
+                        .acquire_read(waiting(Duration::from_secs(20)))
                         .await
                         .expect("a reader gets in once the writer is done");
                     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -92,7 +97,8 @@ async fn waiting_writer_is_not_starved(readers: &LockManager, writer: &LockManag
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let guard = writer
-        .acquire_write("hot", waiting(Duration::from_secs(5)))
+        .rwlock("hot")
+        .acquire_write(waiting(Duration::from_secs(5)))
         .await
         .expect("the writer is not starved");
     let waited = started.elapsed();
@@ -126,7 +132,9 @@ async fn removed_reader_is_reported_lost() {
     let server = RedisServer::start();
     let locks = connect(&server.url()).await;
     let options = LockOptions::new().ttl(Duration::from_millis(900));
-    let guard = within(locks.acquire_read("doc", options)).await.unwrap();
+    let guard = within(locks.rwlock("doc").acquire_read(options))
+        .await
+        .unwrap();
     let removed = server
         .command(&["ZREM", "lock-read:doc", guard.token()])
         .unwrap();
@@ -135,7 +143,7 @@ async fn removed_reader_is_reported_lost() {
         .await
         .expect("the loss is reported by the next renewal");
     assert!(guard.is_lost());
-    let writer = within(locks.try_acquire_write("doc", long()))
+    let writer = within(locks.rwlock("doc").try_acquire_write(long()))
         .await
         .unwrap();
     assert!(writer.is_some(), "the removed reader still blocks writers");
@@ -151,11 +159,21 @@ async fn removed_reader_is_reported_lost() {
 /// writer's intent left).
 async fn cancelled_acquisitions_leave_nothing(locks: &LockManager) {
     let is_free = || async {
-        let Some(writer) = locks.try_acquire_write("cancel", long()).await.unwrap() else {
+        let Some(writer) = locks
+            .rwlock("cancel")
+            .try_acquire_write(long())
+            .await
+            .unwrap()
+        else {
             return false;
         };
         writer.release().await.unwrap();
-        let Some(reader) = locks.try_acquire_read("cancel", long()).await.unwrap() else {
+        let Some(reader) = locks
+            .rwlock("cancel")
+            .try_acquire_read(long())
+            .await
+            .unwrap()
+        else {
             return false;
         };
         reader.release().await.unwrap();
@@ -165,13 +183,15 @@ async fn cancelled_acquisitions_leave_nothing(locks: &LockManager) {
         let mut completed = false;
         for polls in 1..=30 {
             let released = if write {
-                let acquired = drop_after_polls(locks.acquire_write("cancel", long()), polls).await;
+                let acquired =
+                    drop_after_polls(locks.rwlock("cancel").acquire_write(long()), polls).await;
                 match acquired {
                     Some(guard) => Some(guard.unwrap().release().await),
                     None => None,
                 }
             } else {
-                let acquired = drop_after_polls(locks.acquire_read("cancel", long()), polls).await;
+                let acquired =
+                    drop_after_polls(locks.rwlock("cancel").acquire_read(long()), polls).await;
                 match acquired {
                     Some(guard) => Some(guard.unwrap().release().await),
                     None => None,
@@ -192,16 +212,22 @@ async fn cancelled_acquisitions_leave_nothing(locks: &LockManager) {
     }
     // A writer waiting behind a reader, dropped asleep or timed out, leaves
     // no intent: readers get in again.
-    let reader = locks.acquire_read("cancel", long()).await.unwrap();
+    let reader = locks.rwlock("cancel").acquire_read(long()).await.unwrap();
     for polls in 1..=4 {
-        let writer = locks.acquire_write("cancel", waiting(Duration::from_millis(300)));
+        let rwlock = locks.rwlock("cancel");
+        let writer = rwlock.acquire_write(waiting(Duration::from_millis(300)));
         let outcome = within(drop_after_polls(writer, polls)).await;
         assert!(
             matches!(outcome, None | Some(Err(LockError::Timeout { .. }))),
             "a writer behind a reader got {outcome:?}"
         );
         let another = poll_async(PROMPTLY, || async {
-            match locks.try_acquire_read("cancel", long()).await.unwrap() {
+            match locks
+                .rwlock("cancel")
+                .try_acquire_read(long())
+                .await
+                .unwrap()
+            {
                 Some(guard) => {
                     guard.release().await.unwrap();
                     true
@@ -246,8 +272,8 @@ async fn redlock_refuses_read_write_locks() {
     let nodes = [RedisServer::start()];
     let locks = redlock(&nodes).await;
     for result in [
-        locks.try_acquire_read("k", long()).await.map(drop),
-        locks.try_acquire_write("k", long()).await.map(drop),
+        locks.rwlock("k").try_acquire_read(long()).await.map(drop),
+        locks.rwlock("k").try_acquire_write(long()).await.map(drop),
     ] {
         match result {
             Err(LockError::InvalidOptions(message)) => assert!(message.contains("Redlock")),
@@ -322,7 +348,8 @@ async fn reader_process() {
     };
     let locks = LockManager::connect(&url).await.expect("connect");
     let _reader = locks
-        .acquire_read("dying", LockOptions::new().ttl(DYING_TTL))
+        .rwlock("dying")
+        .acquire_read(LockOptions::new().ttl(DYING_TTL))
         .await
         .expect("no writer");
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -361,9 +388,13 @@ async fn killed_readers_lease_ends_with_its_ttl() {
     let killed = Instant::now();
 
     let locks = connect(&server.url()).await;
-    let writer = within(locks.acquire_write("dying", waiting(Duration::from_secs(10))))
-        .await
-        .expect("the dead reader's lease ends");
+    let writer = within(
+        locks
+            .rwlock("dying")
+            .acquire_write(waiting(Duration::from_secs(10))),
+    )
+    .await
+    .expect("the dead reader's lease ends");
     let waited = killed.elapsed();
     assert!(
         waited >= DYING_TTL * 2 / 3 - Duration::from_millis(50),

@@ -876,7 +876,11 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
         .acquire(lease.clone())
         .await
         .unwrap();
-    let writer = holder.acquire_write("doc", lease.clone()).await.unwrap();
+    let writer = holder
+        .rwlock("doc")
+        .acquire_write(lease.clone())
+        .await
+        .unwrap();
     let plain = holder.acquire("plain", lease.clone()).await.unwrap();
     let waiting = lease.wait(Duration::from_secs(40));
     let woken_at = |name: &'static str, outcome: Result<(), LockError>| {
@@ -889,7 +893,12 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
     });
     let reader = tokio::spawn({
         let (locks, options) = (other.clone(), waiting.clone());
-        async move { woken_at("reader", locks.acquire_read("doc", options).await.map(drop)) }
+        async move {
+            woken_at(
+                "reader",
+                locks.rwlock("doc").acquire_read(options).await.map(drop),
+            )
+        }
     });
     let lock_waiter = tokio::spawn({
         let (locks, options) = (other.clone(), waiting.clone());

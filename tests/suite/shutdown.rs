@@ -21,7 +21,7 @@ async fn all_free(locks: &LockManager) -> bool {
     for key in ["lock", "x", "y"] {
         free &= !locks.inspect(key).await.unwrap().held;
     }
-    let rw = locks.inspect_rw("rw").await.unwrap();
+    let rw = locks.rwlock("rw").inspect().await.unwrap();
     free &= rw.writer.is_none() && rw.reader_count == 0;
     free && locks.semaphore("sem", 2).inspect().await.unwrap().held == 0
 }
@@ -31,7 +31,7 @@ async fn all_free(locks: &LockManager) -> bool {
 /// report their leases lost.
 async fn shutdown_releases_every_kind_of_lease(h: Harness) {
     let lock = h.a.acquire("lock", long()).await.unwrap();
-    let writer = h.a.acquire_write("rw", long()).await.unwrap();
+    let writer = h.a.rwlock("rw").acquire_write(long()).await.unwrap();
     let permit = h.a.semaphore("sem", 2).acquire(long()).await.unwrap();
     let set = h.a.acquire_all(["x", "y"], long()).await.unwrap();
     assert!(!all_free(&h.b).await);
@@ -57,8 +57,10 @@ async fn acquisitions_after_shutdown_fail_with_shut_down(h: Harness) {
     let shut = |result: Result<(), LockError>| matches!(result, Err(LockError::ShutDown));
     assert!(shut(clone.acquire("k", long()).await.map(drop)));
     assert!(shut(h.a.try_acquire("k", long()).await.map(drop)));
-    assert!(shut(h.a.acquire_read("rw", long()).await.map(drop)));
-    assert!(shut(h.a.try_acquire_write("rw", long()).await.map(drop)));
+    assert!(shut(h.a.rwlock("rw").acquire_read(long()).await.map(drop)));
+    assert!(shut(
+        h.a.rwlock("rw").try_acquire_write(long()).await.map(drop)
+    ));
     assert!(shut(
         h.a.semaphore("sem", 2).acquire(long()).await.map(drop)
     ));

@@ -51,43 +51,51 @@ async fn every_kind_skips_its_body_when_busy_without_waiting() {
     );
 
     let writer = other
-        .acquire_write("doc", LockOptions::new())
+        .rwlock("doc")
+        .acquire_write(LockOptions::new())
         .await
         .unwrap();
     assert_eq!(
         locks
-            .try_with_read("doc", waiting_long(), async { 1 })
+            .rwlock("doc")
+            .try_with_read(waiting_long(), async { 1 })
             .await
             .unwrap(),
         None
     );
     assert_eq!(
         locks
-            .try_with_write("doc", waiting_long(), async { 1 })
+            .rwlock("doc")
+            .try_with_write(waiting_long(), async { 1 })
             .await
             .unwrap(),
         None
     );
     writer.release().await.unwrap();
-    let reader = other.acquire_read("doc", LockOptions::new()).await.unwrap();
+    let reader = other
+        .rwlock("doc")
+        .acquire_read(LockOptions::new())
+        .await
+        .unwrap();
     assert_eq!(
         locks
-            .try_with_read("doc", waiting_long(), async { 3 })
+            .rwlock("doc")
+            .try_with_read(waiting_long(), async { 3 })
             .await
             .unwrap(),
         Some(3)
     );
     assert_eq!(
         locks
-            .try_with_write("doc", waiting_long(), async { 1 })
+            .rwlock("doc")
+            .try_with_write(waiting_long(), async { 1 })
             .await
             .unwrap(),
         None
     );
     reader.release().await.unwrap();
-    let written = locks.try_with_write("doc", waiting_long(), async {
-        leasehold::fencing_token().await
-    });
+    let doc = locks.rwlock("doc");
+    let written = doc.try_with_write(waiting_long(), async { leasehold::fencing_token().await });
     assert!(
         written.await.unwrap().expect("free").is_ok(),
         "the body runs in the writer's scope"
@@ -117,7 +125,8 @@ async fn annotated_permit_and_read_skip_when_busy() {
     assert_eq!(call_partner(&locks).await.unwrap(), Some(7));
 
     let writer = locks
-        .acquire_write("doc", LockOptions::new())
+        .rwlock("doc")
+        .acquire_write(LockOptions::new())
         .await
         .unwrap();
     read_doc(&locks).await.unwrap();

@@ -78,7 +78,7 @@ pub async fn rw_held(manager: &LockManager, key: &str) -> bool {
     let manager = manager.clone();
     let key = key.to_owned();
     tokio::spawn(async move {
-        match manager.try_acquire_write(&key, long()).await {
+        match manager.rwlock(&key).try_acquire_write(long()).await {
             Ok(None) => true,
             Ok(Some(guard)) => {
                 guard
@@ -102,7 +102,7 @@ pub async fn readers_kept_out(manager: &LockManager, key: &str) -> bool {
     let manager = manager.clone();
     let key = key.to_owned();
     tokio::spawn(async move {
-        match manager.try_acquire_read(&key, long()).await {
+        match manager.rwlock(&key).try_acquire_read(long()).await {
             Ok(None) => true,
             Ok(Some(guard)) => {
                 guard

@@ -204,14 +204,8 @@ mod tests {
     use crate::top::text_of;
 
     fn holder(manager: &str, pid: u32) -> Holder {
-        Holder {
-            manager: manager.to_owned(),
-            host: "web-7".to_owned(),
-            pid,
-            label: Some("shop::buy".to_owned()),
-            acquired_at: SystemTime::UNIX_EPOCH,
-            ttl: Duration::from_secs(30),
-        }
+        let token = format!("{}|0|30000|{pid}|web-7|{manager}|shop::buy", "0".repeat(32));
+        Holder::from_token(&token).expect("a well-formed owner token")
     }
 
     fn held(key: &str, manager: &str, held_secs: u64, waiters: usize) -> HeldLock {

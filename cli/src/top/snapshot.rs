@@ -219,14 +219,8 @@ mod tests {
 
     /// A holder on `web-7`, pid 4242, with a 30 s ttl.
     fn test_holder() -> Holder {
-        Holder {
-            manager: String::new(),
-            host: "web-7".to_owned(),
-            pid: 4242,
-            label: None,
-            acquired_at: SystemTime::UNIX_EPOCH,
-            ttl: Duration::from_secs(30),
-        }
+        let token = format!("{}|0|30000|4242|web-7||", "0".repeat(32));
+        Holder::from_token(&token).expect("a well-formed owner token")
     }
 
     fn lock(key: &str, holder: Holder, remaining_ms: u64) -> HeldLock {

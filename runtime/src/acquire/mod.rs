@@ -26,12 +26,14 @@
 
 pub(crate) mod pending;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::wait_queue::{WaitTicket, Wake};
 use crate::backend::{Attempt, Backend, PermitAttempt};
 use crate::keys::{KeyKind, LockKey};
+use crate::lease::body;
 use crate::lease::guard::LockGuard;
 use crate::lease::{scope, Lease};
 use crate::options::MinReplicas;
@@ -224,6 +226,59 @@ impl From<PermitAttempt> for Outcome {
     }
 }
 
+/// Takes `ask` on `user`'s key, waiting up to the options' `wait`:
+/// `Timeout` when it ran out.
+pub(crate) async fn acquire(
+    manager: &LockManager,
+    user: &str,
+    ask: Ask,
+    options: &LockOptions,
+) -> Result<LockGuard, LockError> {
+    let wait = options.wait;
+    let guard = take(manager, user, ask, options, wait).await?;
+    guard.ok_or_else(|| timeout(user, wait))
+}
+
+/// Takes `ask` on `user`'s key in one attempt: `None` when it is held
+/// elsewhere.
+pub(crate) async fn try_acquire(
+    manager: &LockManager,
+    user: &str,
+    ask: Ask,
+    options: &LockOptions,
+) -> Result<Option<LockGuard>, LockError> {
+    not_busy(take(manager, user, ask, options, Duration::ZERO).await)
+}
+
+/// Runs `body` holding `ask` on `user`'s key, taken as [`acquire`] takes
+/// it, in the body runner (`lease::body`).
+pub(crate) async fn with<F: Future>(
+    manager: &LockManager,
+    user: &str,
+    ask: Ask,
+    options: LockOptions,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let guard = acquire(manager, user, ask, &options).await?;
+    body::run(guard, options.on_lost, body).await
+}
+
+/// As [`with`], after one attempt: `None`, and the body does not run, when
+/// the key is held elsewhere.
+pub(crate) async fn try_with<F: Future>(
+    manager: &LockManager,
+    user: &str,
+    ask: Ask,
+    options: LockOptions,
+    body: F,
+) -> Result<Option<F::Output>, LockError> {
+    let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
+        tracing::info!(key = user, ?ask, "held elsewhere: skipped");
+        return Ok(None);
+    };
+    body::run(guard, options.on_lost, body).await.map(Some)
+}
+
 /// Takes `ask` on `user`'s key within `wait`: a re-entry of the running
 /// scope's lease, or a new lease; `Ok(None)` when the wait ran out, `Busy`
 /// when one attempt (no `wait`) found it held. Counted in the metrics and
@@ -237,7 +292,9 @@ pub(crate) async fn take(
 ) -> Result<Option<LockGuard>, LockError> {
     let key = ask.key(manager, user);
     let label = MetricLabel::new(options, key.kind);
-    let acquisition = run(manager, user, key, ask, options, wait, &label);
+    // Boxed: the engine's state is large, and a body that nests more
+    // acquisitions would otherwise carry (and move) it at every level.
+    let acquisition = Box::pin(run(manager, user, key, ask, options, wait, &label));
     label.observe(user, wait, acquisition).await
 }
 
@@ -309,6 +366,16 @@ async fn run(
     let granted = match outcome {
         Outcome::Granted { .. } => Some(sent),
         Outcome::Busy { remaining } if wait.is_zero() => {
+            // A single server's first attempt is a plain `SET NX`, which
+            // does not say how long the holder has left: asked separately.
+            let remaining = match remaining {
+                None if ask == Ask::Lock => backend
+                    .inspect(&key)
+                    .await
+                    .ok()
+                    .and_then(|state| state.remaining),
+                known => known,
+            };
             tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, "busy");
             return Err(busy(user, remaining));
         }

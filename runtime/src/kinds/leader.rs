@@ -1,10 +1,11 @@
 //! Leader election: instances campaign for one key, and the one holding its
-//! lock leads. A term of leadership is a held lock (a [`LockGuard`], renewed
+//! lock leads. A term of leadership is a held lock (a [`LockGuard`](crate::LockGuard), renewed
 //! by the watchdog like any other) numbered by its fencing token.
 
 use std::time::Duration;
 
-use crate::{LockError, LockGuard, LockManager, LockOptions};
+use crate::lease::guard::HeldLease;
+use crate::{LockError, LockManager, LockOptions};
 
 /// One instance's candidacy for the leadership of a key; see
 /// [`LockManager::leader`]. Each [`next_term`](Self::next_term) campaigns
@@ -24,7 +25,7 @@ use crate::{LockError, LockGuard, LockManager, LockOptions};
 /// - **Stopped or partitioned leader.** Its lease is no longer renewed and
 ///   runs out one ttl after the last renewal the server ran, so at most one
 ///   ttl after the leader stopped; a campaigner is granted the key then.
-///   A partitioned leader that is still running sees [`Term::lost`] resolve
+///   A partitioned leader that is still running sees [`lost`](HeldLease::lost) resolve
 ///   before that: its view of the lease ends at least a safety margin (6 %
 ///   of the ttl plus 2 ms) before the server's. A leader whose process is
 ///   paused (a stopped VM, a long GC) cannot look at its clock in time; the
@@ -113,7 +114,10 @@ impl Leadership {
             match guard.fencing_token().await {
                 Ok(number) => {
                     tracing::info!(key = self.key, term = number, "became leader");
-                    return Ok(Term { guard, number });
+                    return Ok(Term {
+                        held: guard.into_held(),
+                        number,
+                    });
                 }
                 Err(LockError::LeaseLost { .. }) => {
                     tracing::warn!(
@@ -128,14 +132,18 @@ impl Leadership {
 }
 
 /// One term of leadership: this instance leads until the term is lost,
-/// resigned or dropped. Holds the key's lock, renewed while the term lives.
+/// resigned or dropped. Holds the key's lock, renewed while the term lives;
+/// what it shows of its lease (key, [`is_lost`](HeldLease::is_lost), a
+/// [`lost`](HeldLease::lost) that resolves before any other instance can be
+/// granted the key) is [`HeldLease`]'s, to which it dereferences. Act as
+/// leader only while it is not lost.
 ///
-/// Dropping a `Term` resigns as a dropped [`LockGuard`] releases: at once,
+/// Dropping a `Term` resigns as a dropped [`LockGuard`](crate::LockGuard) releases: at once,
 /// from a task on the current Tokio runtime.
 #[must_use = "leadership ends as soon as the term is dropped"]
 #[derive(Debug)]
 pub struct Term {
-    guard: LockGuard,
+    held: HeldLease,
     number: u64,
 }
 
@@ -147,33 +155,21 @@ impl Term {
         self.number
     }
 
-    /// The key led, without namespace.
-    pub fn key(&self) -> &str {
-        self.guard.key()
-    }
-
-    /// Whether leadership is lost: the lease expired before renewal, or was
-    /// taken over. Once `true`, it stays so; act as leader only while it is
-    /// `false`.
-    pub fn is_lost(&self) -> bool {
-        self.guard.is_lost()
-    }
-
-    /// Resolves as soon as leadership is lost, and no later than the end of
-    /// the lease's certain validity (before any other instance can be
-    /// granted the key); pending while it is held. Not resolved by
-    /// [`resign`](Self::resign), which consumes the term.
-    pub async fn lost(&self) {
-        self.guard.lost().await;
-    }
-
     /// Ends the term now: releases the lock, so a waiting campaigner is
     /// granted it at once. `Err(LeaseLost)` when leadership had been lost
     /// already (the lock is someone else's and was left alone); a connection
     /// error means the release did not arrive and the lock expires after its
-    /// ttl. Cancel-safe as [`LockGuard::release`].
+    /// ttl. Cancel-safe as [`LockGuard::release`](crate::LockGuard::release).
     pub async fn resign(self) -> Result<(), LockError> {
         tracing::info!(key = self.key(), term = self.number, "resigning");
-        self.guard.release().await
+        self.held.release().await
+    }
+}
+
+impl std::ops::Deref for Term {
+    type Target = HeldLease;
+
+    fn deref(&self) -> &HeldLease {
+        &self.held
     }
 }

@@ -1,10 +1,8 @@
 //! Plain locks: one holder of a key at a time.
 
 use std::future::Future;
-use std::time::Duration;
 
-use crate::acquire::{self, not_busy, timeout, Ask};
-use crate::lease::body;
+use crate::acquire::{self, Ask};
 use crate::{LockError, LockGuard, LockManager, LockOptions};
 
 impl LockManager {
@@ -21,23 +19,7 @@ impl LockManager {
     /// (for Redlock: when fewer than a quorum of nodes answer), and
     /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
-        let wait = options.wait;
-        match acquire::take(self, key, Ask::Lock, &options, wait).await {
-            Ok(Some(guard)) => Ok(guard),
-            Ok(None) => Err(timeout(key, wait)),
-            Err(LockError::Busy {
-                remaining: None, ..
-            }) => Err(acquire::busy(key, self.holder_remaining(key).await)),
-            Err(err) => Err(err),
-        }
-    }
-
-    /// How long the holder of `key` has left, asked for separately where the
-    /// attempt did not say (a single server's first attempt is a plain
-    /// `SET NX`, which does not tell); `None` when that fails too.
-    async fn holder_remaining(&self, key: &str) -> Option<Duration> {
-        let state = self.backend().inspect(&self.lock_key(key)).await;
-        state.ok().and_then(|state| state.remaining)
+        acquire::acquire(self, key, Ask::Lock, &options).await
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
@@ -46,7 +28,7 @@ impl LockManager {
         key: &str,
         options: LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        not_busy(acquire::take(self, key, Ask::Lock, &options, Duration::ZERO).await)
+        acquire::try_acquire(self, key, Ask::Lock, &options).await
     }
 
     /// Runs `body` while holding the lock on `key`: acquires first (as
@@ -68,9 +50,7 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        let on_lost = options.on_lost;
-        let guard = self.acquire(key, options).await?;
-        body::run(guard, on_lost, body).await
+        acquire::with(self, key, Ask::Lock, options, body).await
     }
 
     /// As [`with_lock`](Self::with_lock), but with one attempt: when someone
@@ -84,11 +64,6 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        let on_lost = options.on_lost;
-        let Some(guard) = self.try_acquire(key, options).await? else {
-            tracing::info!(key, "lock held elsewhere: skipped");
-            return Ok(None);
-        };
-        body::run(guard, on_lost, body).await.map(Some)
+        acquire::try_with(self, key, Ask::Lock, options, body).await
     }
 }

@@ -43,7 +43,7 @@ impl Drop for MultiGuard {
 impl MultiGuard {
     /// The keys held, sorted, each once.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.guards.iter().map(LockGuard::key)
+        self.guards.iter().map(|guard| guard.key())
     }
 
     /// The guard of `key`, if it is one of the keys held.
@@ -64,7 +64,7 @@ impl MultiGuard {
 
     /// Whether the lease of any of the keys has been lost.
     pub fn is_lost(&self) -> bool {
-        self.guards.iter().any(LockGuard::is_lost)
+        self.guards.iter().any(|guard| guard.is_lost())
     }
 
     /// Resolves as soon as the lease of any of the keys is lost.

@@ -8,21 +8,18 @@
 //! The guards are in `rw_guard`.
 
 use std::future::Future;
-use std::time::Duration;
 
-use crate::acquire::{self, not_busy, timeout, Ask};
-use crate::keys::KeyKind;
+use crate::acquire::{self, Ask};
 use crate::kinds::rw_guard::{ReadGuard, WriteGuard};
-use crate::lease::body;
-use crate::lease::guard::LockGuard;
 use crate::{LockError, LockManager, LockOptions};
 
-/// # Read/write locks
-///
-/// Many readers or one writer: [`acquire_read`](Self::acquire_read),
-/// [`acquire_write`](Self::acquire_write), and the scoped
+/// The read/write lock on one key: many readers or one writer. Made by
+/// [`LockManager::rwlock`]; nothing is sent to the lock server before an
+/// acquisition. Take a lease with [`acquire_read`](Self::acquire_read) and
+/// [`acquire_write`](Self::acquire_write), or run a body under one with
 /// [`with_read`](Self::with_read) and [`with_write`](Self::with_write) (or
-/// `#[distributed_lock(mode = "read")]` / `mode = "write"`).
+/// `#[distributed_lock(mode = "read")]` / `mode = "write"`); each has a
+/// `try_` form that makes one attempt.
 ///
 /// ## Behavior
 ///
@@ -32,7 +29,7 @@ use crate::{LockError, LockManager, LockOptions};
 ///   so a writer never overlaps a reader or another writer.
 /// - **Leases.** Every reader has its own lease (`LockOptions::ttl`), as the
 ///   writer has, renewed by the watchdog every ttl/3 while its guard lives
-///   and reported lost ([`ReadGuard::lost`], [`WriteGuard::lost`]) when a
+///   and reported lost ([`HeldLease::lost`](crate::HeldLease::lost)) when a
 ///   renewal is refused or not granted before its certain validity ends.
 ///   Readers are a set of owner token → lease end, not a counter: a reader
 ///   that crashed blocks writers at most until its own lease ends.
@@ -68,23 +65,59 @@ use crate::{LockError, LockManager, LockOptions};
 /// - **Cancellation.** Dropping an acquisition at any `.await` leaves
 ///   nothing behind: neither a lease nor a writer's intent; dropping a guard
 ///   releases its lease from a task.
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    manager: LockManager,
+    key: String,
+}
+
 impl LockManager {
-    /// Takes a read lease on `key`, waiting up to `options.wait` while a
-    /// writer holds the lock or waits for it.
+    /// The read/write lock on `key`; see [`RwLock`] for what it guarantees.
+    /// A read/write lock, a lock and a semaphore on the same key are
+    /// independent.
     ///
-    /// Inside a scope holding `key` for reading or writing this re-enters
-    /// (see the section above). Fails with `Busy` when a zero `wait` found a
-    /// writer, `Timeout` when no read lease came within a non-zero `wait`, `InvalidOptions` for `fenced`, `min_replicas`,
-    /// `hold_at_least`, a zero ttl or a Redlock manager, and `Connection`
-    /// when Redis is unreachable. Cancel-safe.
-    pub async fn acquire_read(
-        &self,
-        key: &str,
-        options: LockOptions,
-    ) -> Result<ReadGuard, LockError> {
-        let wait = options.wait;
-        let guard = self.acquire_rw(key, KeyKind::Read, &options, wait).await?;
-        guard.map(ReadGuard::new).ok_or_else(|| timeout(key, wait))
+    /// ```no_run
+    /// # async fn run(locks: leasehold_runtime::LockManager) -> Result<(), leasehold_runtime::LockError> {
+    /// use leasehold_runtime::LockOptions;
+    ///
+    /// let catalog = locks.rwlock("catalog:42");
+    /// let entry = catalog
+    ///     .with_read(LockOptions::new(), async { "read under a read lease" })
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rwlock(&self, key: &str) -> RwLock {
+        RwLock {
+            manager: self.clone(),
+            key: key.to_owned(),
+        }
+    }
+}
+
+impl RwLock {
+    /// The manager this lock's leases are taken through.
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
+    }
+
+    /// The key, without namespace.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Takes a read lease, waiting up to `options.wait` while a writer holds
+    /// the lock or waits for it.
+    ///
+    /// Inside a scope holding the key for reading or writing this re-enters
+    /// (see above). Fails with `Busy` when a zero `wait` found a writer,
+    /// `Timeout` when no read lease came within a non-zero `wait`,
+    /// `InvalidOptions` for `fenced`, `min_replicas`, `hold_at_least`, a
+    /// zero ttl or a Redlock manager, and `Connection` when Redis is
+    /// unreachable. Cancel-safe.
+    pub async fn acquire_read(&self, options: LockOptions) -> Result<ReadGuard, LockError> {
+        let guard = acquire::acquire(&self.manager, &self.key, Ask::Read, &options).await?;
+        Ok(ReadGuard::new(guard.into_held()))
     }
 
     /// One attempt at a read lease, no waiting: `Ok(None)` when a writer
@@ -92,31 +125,24 @@ impl LockManager {
     /// [`acquire_read`](Self::acquire_read).
     pub async fn try_acquire_read(
         &self,
-        key: &str,
         options: LockOptions,
     ) -> Result<Option<ReadGuard>, LockError> {
-        let guard = self.acquire_rw(key, KeyKind::Read, &options, Duration::ZERO);
-        Ok(not_busy(guard.await)?.map(ReadGuard::new))
+        let guard = acquire::try_acquire(&self.manager, &self.key, Ask::Read, &options).await?;
+        Ok(guard.map(|guard| ReadGuard::new(guard.into_held())))
     }
 
-    /// Takes the write lease on `key`, waiting up to `options.wait` while
-    /// readers or another writer hold it; while it waits, new readers wait
-    /// behind it.
+    /// Takes the write lease, waiting up to `options.wait` while readers or
+    /// another writer hold it; while it waits, new readers wait behind it.
     ///
-    /// Inside a scope holding `key` for writing this re-enters; inside one
+    /// Inside a scope holding the key for writing this re-enters; inside one
     /// holding it for reading it fails at once with `UpgradeRefused`. With
     /// `fenced(true)` the fencing token is issued before this returns.
     /// Fails otherwise as [`acquire_read`](Self::acquire_read) (`fenced`
     /// aside). Cancel-safe: dropped at any `.await`, it leaves neither the
     /// lock nor its intent behind.
-    pub async fn acquire_write(
-        &self,
-        key: &str,
-        options: LockOptions,
-    ) -> Result<WriteGuard, LockError> {
-        let wait = options.wait;
-        let guard = self.acquire_rw(key, KeyKind::Write, &options, wait).await?;
-        guard.map(WriteGuard::new).ok_or_else(|| timeout(key, wait))
+    pub async fn acquire_write(&self, options: LockOptions) -> Result<WriteGuard, LockError> {
+        let guard = acquire::acquire(&self.manager, &self.key, Ask::Write, &options).await?;
+        Ok(WriteGuard::new(guard.into_held()))
     }
 
     /// One attempt at the write lease, no waiting and no intent left behind:
@@ -124,45 +150,38 @@ impl LockManager {
     /// [`acquire_write`](Self::acquire_write).
     pub async fn try_acquire_write(
         &self,
-        key: &str,
         options: LockOptions,
     ) -> Result<Option<WriteGuard>, LockError> {
-        let guard = self.acquire_rw(key, KeyKind::Write, &options, Duration::ZERO);
-        Ok(not_busy(guard.await)?.map(WriteGuard::new))
+        let guard = acquire::try_acquire(&self.manager, &self.key, Ask::Write, &options).await?;
+        Ok(guard.map(|guard| WriteGuard::new(guard.into_held())))
     }
 
-    /// Runs `body` holding a read lease on `key`: acquires first (as
+    /// Runs `body` holding a read lease: acquires first (as
     /// [`acquire_read`](Self::acquire_read)), releases after the body's
     /// future completes, and also when it panics or is dropped.
     ///
-    /// `body` runs in a lock scope: a nested read of `key` re-enters, a
+    /// `body` runs in a lock scope: a nested read of the key re-enters, a
     /// nested write fails with `UpgradeRefused`. With `OnLost::Cancel` (the
     /// default) the body is dropped at its next `.await` once the lease is
     /// lost and this returns `LockError::LeaseLost`. Cancel-safe.
     pub async fn with_read<F: Future>(
         &self,
-        key: &str,
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        let on_lost = options.on_lost;
-        let guard = self.acquire_read(key, options).await?;
-        body::run(guard.into_inner(), on_lost, body).await
+        acquire::with(&self.manager, &self.key, Ask::Read, options, body).await
     }
 
-    /// Runs `body` holding the write lease on `key`, as
-    /// [`with_read`](Self::with_read) does with a read lease. Nested reads
-    /// and writes of `key` re-enter, and [`fencing_token`](crate::fencing_token)
-    /// returns this writer's token.
+    /// Runs `body` holding the write lease, as [`with_read`](Self::with_read)
+    /// does with a read lease. Nested reads and writes of the key re-enter,
+    /// and [`fencing_token`](crate::fencing_token) returns this writer's
+    /// token.
     pub async fn with_write<F: Future>(
         &self,
-        key: &str,
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        let on_lost = options.on_lost;
-        let guard = self.acquire_write(key, options).await?;
-        body::run(guard.into_inner(), on_lost, body).await
+        acquire::with(&self.manager, &self.key, Ask::Write, options, body).await
     }
 
     /// As [`with_read`](Self::with_read), with one attempt: when a writer
@@ -170,16 +189,10 @@ impl LockManager {
     /// running `body` (logged at info), whatever `wait` says.
     pub async fn try_with_read<F: Future>(
         &self,
-        key: &str,
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        let on_lost = options.on_lost;
-        let Some(guard) = self.try_acquire_read(key, options).await? else {
-            tracing::info!(key, "read/write lock held for writing elsewhere: skipped");
-            return Ok(None);
-        };
-        body::run(guard.into_inner(), on_lost, body).await.map(Some)
+        acquire::try_with(&self.manager, &self.key, Ask::Read, options, body).await
     }
 
     /// As [`with_write`](Self::with_write), with one attempt: when readers
@@ -187,32 +200,9 @@ impl LockManager {
     /// `body` (logged at info), whatever `wait` says.
     pub async fn try_with_write<F: Future>(
         &self,
-        key: &str,
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        let on_lost = options.on_lost;
-        let Some(guard) = self.try_acquire_write(key, options).await? else {
-            tracing::info!(key, "read/write lock held elsewhere: skipped");
-            return Ok(None);
-        };
-        body::run(guard.into_inner(), on_lost, body).await.map(Some)
-    }
-
-    /// A read (`kind` `Read`) or write lease on `key`: a re-entry of the
-    /// scope's lease, or one granted within `wait`; `None` when it was not.
-    async fn acquire_rw(
-        &self,
-        key: &str,
-        kind: KeyKind,
-        options: &LockOptions,
-        wait: Duration,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let ask = if kind == KeyKind::Read {
-            Ask::Read
-        } else {
-            Ask::Write
-        };
-        acquire::take(self, key, ask, options, wait).await
+        acquire::try_with(&self.manager, &self.key, Ask::Write, options, body).await
     }
 }

@@ -8,11 +8,9 @@
 //! as a lock's.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
 
-use crate::acquire::{self, not_busy, timeout, Ask};
-use crate::lease::body;
-use crate::lease::guard::LockGuard;
+use crate::acquire::{self, Ask};
+use crate::lease::guard::{HeldLease, LockGuard};
 use crate::{LockError, LockManager, LockOptions};
 
 /// A counting semaphore on one key: at most [`permits`](Self::permits)
@@ -28,7 +26,7 @@ use crate::{LockError, LockManager, LockOptions};
 ///   by the watchdog every ttl/3 while the [`Permit`] lives, like a lock's.
 ///   A permit whose renewal is refused, or not granted before its certain
 ///   validity ends (the ttl less a 6 % + 2 ms safety margin), is reported
-///   lost ([`Permit::is_lost`], [`Permit::lost`]) before the server could
+///   lost ([`HeldLease::is_lost`], [`HeldLease::lost`]) before the server could
 ///   grant it to anyone else.
 /// - **Crashed holders.** The holders are a set of owner token → lease end,
 ///   not a counter: every step first drops the holders whose lease ended, so
@@ -126,17 +124,15 @@ impl Semaphore {
     /// body of this semaphore, and `Connection` when Redis is unreachable.
     /// Cancel-safe: dropped at any `.await`, it leaves no permit behind.
     pub async fn acquire(&self, options: LockOptions) -> Result<Permit, LockError> {
-        let wait = options.wait;
-        let guard = self.take(&options, wait).await?;
-        guard
-            .map(Permit::new)
-            .ok_or_else(|| timeout(&self.key, wait))
+        let guard = acquire::acquire(&self.manager, &self.key, self.ask(), &options).await?;
+        Ok(Permit::new(guard))
     }
 
     /// One attempt, no waiting: `Ok(None)` when all N permits are held.
     /// Errors as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<Permit>, LockError> {
-        Ok(not_busy(self.take(&options, Duration::ZERO).await)?.map(Permit::new))
+        let guard = acquire::try_acquire(&self.manager, &self.key, self.ask(), &options).await?;
+        Ok(guard.map(Permit::new))
     }
 
     /// Runs `body` while holding a permit: acquires first (as
@@ -153,9 +149,7 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        let on_lost = options.on_lost;
-        let permit = self.acquire(options).await?;
-        body::run(permit.guard, on_lost, body).await
+        acquire::with(&self.manager, &self.key, self.ask(), options, body).await
     }
 
     /// As [`with_permit`](Self::with_permit), with one attempt: when all N
@@ -166,71 +160,34 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        let on_lost = options.on_lost;
-        let Some(permit) = self.try_acquire(options).await? else {
-            tracing::info!(key = self.key, "every permit held elsewhere: skipped");
-            return Ok(None);
-        };
-        body::run(permit.guard, on_lost, body).await.map(Some)
+        acquire::try_with(&self.manager, &self.key, self.ask(), options, body).await
     }
 
-    /// A permit granted within `wait`, or `None`.
-    async fn take(
-        &self,
-        options: &LockOptions,
-        wait: Duration,
-    ) -> Result<Option<LockGuard>, LockError> {
-        let ask = Ask::Permit {
+    /// What an acquisition of this semaphore asks for.
+    fn ask(&self) -> Ask {
+        Ask::Permit {
             permits: self.permits,
-        };
-        acquire::take(&self.manager, &self.key, ask, options, wait).await
+        }
     }
 }
 
 /// One held permit of a [`Semaphore`], renewed by the watchdog while it
-/// lives.
+/// lives. What it shows of its lease is [`HeldLease`]'s, to which it
+/// dereferences (its token is its member in the semaphore's holder set).
 ///
 /// Given back exactly once: by [`release`](Self::release), or when the permit
 /// is dropped on any other exit path (early return, `?`, panic, the future
-/// holding it cancelled), from a task on the current Tokio runtime, as a
-/// [`LockGuard`] is. Dropped outside any runtime, the permit comes back when
-/// its lease ends.
+/// holding it cancelled), as every [`HeldLease`] is.
 #[must_use = "the permit is released as soon as it is dropped"]
 pub struct Permit {
-    guard: LockGuard,
+    held: HeldLease,
 }
 
 impl Permit {
     fn new(guard: LockGuard) -> Self {
-        Permit { guard }
-    }
-
-    /// The semaphore's key, without namespace.
-    pub fn key(&self) -> &str {
-        self.guard.key()
-    }
-
-    /// This holder's owner token: 128 random bits, as 32 hex digits; its
-    /// member in the semaphore's holder set.
-    pub fn token(&self) -> &str {
-        self.guard.token()
-    }
-
-    /// Whether the permit's lease has been lost (expired before renewal, or
-    /// its member removed). Once `true`, it stays so.
-    pub fn is_lost(&self) -> bool {
-        self.guard.is_lost()
-    }
-
-    /// Resolves as soon as the permit is lost, and no later than the end of
-    /// its lease's certain validity; pending forever while it is held.
-    pub async fn lost(&self) {
-        self.guard.lost().await;
-    }
-
-    /// Until when the lease is certainly valid (monotonic clock), `None` once lost.
-    pub fn valid_until(&self) -> Option<Instant> {
-        self.guard.valid_until()
+        Permit {
+            held: guard.into_held(),
+        }
     }
 
     /// Gives the permit back now, waking a waiter.
@@ -242,7 +199,15 @@ impl Permit {
     /// as [`LockGuard::release`]: dropped before its answer, the release is
     /// sent again from a task.
     pub async fn release(self) -> Result<(), LockError> {
-        self.guard.release().await
+        self.held.release().await
+    }
+}
+
+impl std::ops::Deref for Permit {
+    type Target = HeldLease;
+
+    fn deref(&self) -> &HeldLease {
+        &self.held
     }
 }
 

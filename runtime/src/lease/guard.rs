@@ -3,32 +3,37 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::lease::body::Held;
 use crate::lease::shutdown::InFlight;
 use crate::lease::Lease;
 use crate::LockError;
 
-/// Proof that the lock on [`key`](Self::key) is held.
+/// One held lease and what every guard shows of it: the key, this holder's
+/// owner token, whether the lease is lost and until when it is certainly
+/// valid. Every guard ([`LockGuard`], [`ReadGuard`](crate::ReadGuard),
+/// [`WriteGuard`](crate::WriteGuard), [`Permit`](crate::Permit),
+/// [`Term`](crate::Term)) holds one and dereferences to it.
 ///
-/// The lock is released exactly once: by [`release`](Self::release), or when the
-/// guard is dropped on any other exit path (early return, `?`, panic, or the
-/// future holding it being cancelled). Drop never blocks: it stops the watchdog
-/// and spawns the release on the current Tokio runtime. Dropped outside any
+/// The lease is released exactly once: by its guard's `release()`, or when
+/// the guard is dropped on any other exit path (early return, `?`, panic, or
+/// the future holding it being cancelled). Drop never blocks: it stops the
+/// watchdog and spawns the release on the current Tokio runtime (the
+/// in-memory backend releases before `drop` returns). Dropped outside any
 /// runtime, or while the runtime shuts down (so the spawned release never
-/// runs), the release cannot be sent: a warning is logged and the lock
-/// expires after its TTL.
+/// runs), the release is sent on the runtime the manager was built on;
+/// with neither, a warning is logged and the lease ends with its TTL.
 ///
 /// A guard from a re-entrant acquisition shares its outer guard's lease and
 /// releases nothing; the outermost guard releases.
-#[must_use = "the lock is released as soon as the guard is dropped"]
-pub struct LockGuard {
+pub struct HeldLease {
     lease: Arc<Lease>,
     reentered: bool,
     released: bool,
 }
 
-impl LockGuard {
+impl HeldLease {
     pub(crate) fn owner(lease: Arc<Lease>) -> Self {
-        LockGuard {
+        HeldLease {
             lease,
             reentered: false,
             released: false,
@@ -36,7 +41,7 @@ impl LockGuard {
     }
 
     pub(crate) fn reentered(lease: Arc<Lease>) -> Self {
-        LockGuard {
+        HeldLease {
             lease,
             reentered: true,
             released: false,
@@ -47,46 +52,34 @@ impl LockGuard {
         &self.lease
     }
 
-    /// The key as given to `acquire`, without namespace.
+    /// The key as given to the acquisition, without namespace.
     pub fn key(&self) -> &str {
         &self.lease.key.user
     }
 
     /// This holder's owner token: 128 random bits as 32 hex digits, then
-    /// `|` and who holds the lock (see [`Holder`](crate::Holder)).
+    /// `|` and who holds the lease (see [`Holder`](crate::Holder)); a
+    /// permit's or reader's member in the lease set, a re-entered guard's
+    /// enclosing holder's.
     pub fn token(&self) -> &str {
         self.lease.token.as_str()
     }
 
-    /// The fencing token: strictly greater than that of every earlier holder of
-    /// this key that asked for one. Send it with every write to storage that
-    /// must reject stale holders.
-    ///
-    /// Issued on the first call, by the backend and only to the current
-    /// holder (one round trip; two on Redlock), then the same value on every
-    /// call: a lock whose token is never asked for costs nothing extra.
-    /// `Err(LockError::LeaseLost)` once the lease is lost, whether or not a
-    /// token was issued before (a holder that lost its lock cannot get a token
-    /// newer than its successor's, and should not write at all); a connection
-    /// error leaves nothing issued, so a retry may succeed. Cancel-safe: a call dropped mid-way issues at most a token
-    /// that nobody uses, and the next call gets a later one.
-    pub async fn fencing_token(&self) -> Result<u64, LockError> {
-        self.lease.fencing_token().await
-    }
-
-    /// Whether this guard re-entered a lock its scope already held.
+    /// Whether this guard re-entered a lease its scope already held.
     pub fn is_reentered(&self) -> bool {
         self.reentered
     }
 
-    /// Whether the lease has been lost (expired before renewal, or taken over).
+    /// Whether the lease has been lost (expired before renewal, or taken
+    /// over). Once `true`, it stays so.
     pub fn is_lost(&self) -> bool {
         self.lease.is_lost()
     }
 
-    /// Resolves as soon as the lease is lost; pending forever while it is held.
+    /// Resolves as soon as the lease is lost, and no later than the end of
+    /// its certain validity; pending forever while it is held.
     pub async fn lost(&self) {
-        self.lease.lost().await
+        self.lease.lost().await;
     }
 
     /// Until when the lease is certainly valid (monotonic clock), `None` once lost.
@@ -94,21 +87,15 @@ impl LockGuard {
         self.lease.valid_until()
     }
 
-    /// Releases the lock now and reports whether it was still ours.
-    ///
-    /// `Err(LockError::LeaseLost)` means the lease had expired or been taken
-    /// over: the lock was *not* deleted (it is someone else's now), and the
-    /// work done under it was not protected; a lease already reported lost
-    /// gives this error also when the release could not reach Redis. Any
-    /// other connection error means the release did not arrive; the lock
-    /// then expires after its TTL.
-    ///
-    /// Cancel-safe: if this future is dropped before the release's answer
-    /// arrived, the release is sent again from a task on the current Tokio
-    /// runtime (a second compare-and-delete with our owner token, which
-    /// removes nothing once the first has), so the lock never outlives the
-    /// guard by more than a round trip.
-    pub async fn release(mut self) -> Result<(), LockError> {
+    /// The lease's fencing token, issued on the first call (see
+    /// [`LockGuard::fencing_token`]).
+    pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
+        self.lease.fencing_token().await
+    }
+
+    /// Releases the lease now and reports whether it was still ours (see
+    /// [`LockGuard::release`]).
+    pub(crate) async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         if self.reentered {
             return Ok(());
@@ -129,6 +116,74 @@ impl LockGuard {
         let released = unlock(&self.lease).await;
         pending.answered = true;
         released
+    }
+}
+
+/// Proof that the lock on [`key`](HeldLease::key) is held; what it shows of
+/// its lease is [`HeldLease`]'s, to which it dereferences.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    held: HeldLease,
+}
+
+impl LockGuard {
+    pub(crate) fn owner(lease: Arc<Lease>) -> Self {
+        LockGuard {
+            held: HeldLease::owner(lease),
+        }
+    }
+
+    pub(crate) fn reentered(lease: Arc<Lease>) -> Self {
+        LockGuard {
+            held: HeldLease::reentered(lease),
+        }
+    }
+
+    /// The held lease, for the guard of another kind.
+    pub(crate) fn into_held(self) -> HeldLease {
+        self.held
+    }
+
+    /// The fencing token: strictly greater than that of every earlier holder of
+    /// this key that asked for one. Send it with every write to storage that
+    /// must reject stale holders.
+    ///
+    /// Issued on the first call, by the backend and only to the current
+    /// holder (one round trip; two on Redlock), then the same value on every
+    /// call: a lock whose token is never asked for costs nothing extra.
+    /// `Err(LockError::LeaseLost)` once the lease is lost, whether or not a
+    /// token was issued before (a holder that lost its lock cannot get a token
+    /// newer than its successor's, and should not write at all); a connection
+    /// error leaves nothing issued, so a retry may succeed. Cancel-safe: a call dropped mid-way issues at most a token
+    /// that nobody uses, and the next call gets a later one.
+    pub async fn fencing_token(&self) -> Result<u64, LockError> {
+        self.held.fencing_token().await
+    }
+
+    /// Releases the lock now and reports whether it was still ours.
+    ///
+    /// `Err(LockError::LeaseLost)` means the lease had expired or been taken
+    /// over: the lock was *not* deleted (it is someone else's now), and the
+    /// work done under it was not protected; a lease already reported lost
+    /// gives this error also when the release could not reach Redis. Any
+    /// other connection error means the release did not arrive; the lock
+    /// then expires after its TTL.
+    ///
+    /// Cancel-safe: if this future is dropped before the release's answer
+    /// arrived, the release is sent again from a task on the current Tokio
+    /// runtime (a second compare-and-delete with our owner token, which
+    /// removes nothing once the first has), so the lock never outlives the
+    /// guard by more than a round trip.
+    pub async fn release(self) -> Result<(), LockError> {
+        self.held.release().await
+    }
+}
+
+impl std::ops::Deref for LockGuard {
+    type Target = HeldLease;
+
+    fn deref(&self) -> &HeldLease {
+        &self.held
     }
 }
 
@@ -308,7 +363,7 @@ fn settle(lease: &Lease, ended: Result<bool, LockError>) -> Result<(), LockError
     }
 }
 
-impl Drop for LockGuard {
+impl Drop for HeldLease {
     fn drop(&mut self) {
         if self.released || self.reentered || !self.lease.claim_release() {
             return;
@@ -316,6 +371,17 @@ impl Drop for LockGuard {
         self.lease.stop_watchdog();
         self.lease.end_hold();
         spawn_release(&self.lease, Sent::First);
+    }
+}
+
+impl std::fmt::Debug for HeldLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldLease")
+            .field("key", &self.key())
+            .field("fencing_token", &self.lease.issued_fence())
+            .field("reentered", &self.reentered)
+            .field("lost", &self.is_lost())
+            .finish()
     }
 }
 
@@ -330,12 +396,22 @@ impl std::fmt::Debug for LockGuard {
     }
 }
 
-impl crate::lease::body::Held for LockGuard {
+impl Held for HeldLease {
     fn leases(&self) -> Vec<Arc<Lease>> {
         vec![Arc::clone(&self.lease)]
     }
 
     async fn release(self) -> Result<(), LockError> {
-        LockGuard::release(self).await
+        HeldLease::release(self).await
+    }
+}
+
+impl Held for LockGuard {
+    fn leases(&self) -> Vec<Arc<Lease>> {
+        self.held.leases()
+    }
+
+    async fn release(self) -> Result<(), LockError> {
+        self.held.release().await
     }
 }
