@@ -6,7 +6,10 @@
 //! `DEBUG` from loopback clients (`--enable-debug-command local`), feed new
 //! replicas without delay (`--repl-diskless-sync-delay 0`), and are killed
 //! when dropped, also when a test panics. The binary is `redis-server` from
-//! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable.
+//! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable. A
+//! server started with [`Engine::Valkey`] is a `valkey-server` 9.1 from the
+//! path in `LEASEHOLD_VALKEY_SERVER` (`scripts/ensure-valkey` builds it and
+//! prints its path), with the same options.
 //!
 //! A [`FaultProxy`] in front of a server injects network faults for the
 //! connections made through it: cut, silent partition (blackhole) and delay.
@@ -34,6 +37,7 @@
 
 mod acl;
 mod cluster;
+mod engine;
 mod ports;
 mod process;
 mod proxy;
@@ -46,6 +50,7 @@ mod topology;
 use std::time::Duration;
 
 pub use cluster::{key_slot, RedisCluster, RedisClusterBuilder, CLUSTER_SLOTS};
+pub use engine::{Engine, VALKEY_BIN_ENV};
 pub use proxy::FaultProxy;
 pub use resp::RespValue;
 pub use sentinel::RedisSentinel;

@@ -1,14 +1,14 @@
-//! Spawning one `redis-server` process and waiting until it answers.
+//! Spawning one `redis-server` (or `valkey-server`) process and waiting
+//! until it answers.
 
-use std::ffi::OsStr;
 use std::fs::{self, File};
-use std::io::{self, ErrorKind};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::engine::Engine;
 use crate::resp::{self, RespValue, Timeouts};
 
 /// The only interface servers listen on and clients connect to.
@@ -22,12 +22,6 @@ const PROBE_TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_millis(200),
     io: Duration::from_secs(1),
 };
-/// Environment variable overriding the `redis-server` binary.
-const BIN_ENV: &str = "REDIS_SERVER_BIN";
-/// Binary looked up on `PATH` when [`BIN_ENV`] is unset.
-const DEFAULT_BIN: &str = "redis-server";
-/// Panic message when the default binary is missing.
-const NOT_FOUND: &str = "redis-server not found on PATH: install it with `apt-get install -y redis-server` (Debian) or run scripts/test, which installs it";
 /// Log lines quoted in a startup failure message.
 const LOG_TAIL_LINES: usize = 20;
 
@@ -41,18 +35,19 @@ pub(crate) enum StartError {
     Fatal(String),
 }
 
-/// Spawns `redis-server` on `port` with its data in `data_dir`, its output in
-/// `log` and, if given, `config_file` as its config file, then waits until it
-/// answers `PING` as itself. On failure the process is killed and reaped.
+/// Spawns `engine`'s server on `port` with its data in `data_dir`, its output
+/// in `log` and, if given, `config_file` as its config file, then waits until
+/// it answers `PING` as itself. On failure the process is killed and reaped.
 pub(crate) fn spawn_ready(
+    engine: Engine,
     port: u16,
     data_dir: &Path,
     log: &Path,
     config_file: Option<&Path>,
     extra_args: &[String],
 ) -> Result<Child, StartError> {
-    let mut child = spawn(port, data_dir, log, config_file, extra_args)?;
-    match wait_ready(&mut child, port, log) {
+    let mut child = spawn(engine, port, data_dir, log, config_file, extra_args)?;
+    match wait_ready(engine, &mut child, port, log) {
         Ok(()) => Ok(child),
         Err(error) => {
             stop(&mut child);
@@ -102,6 +97,7 @@ pub(crate) fn poll<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -
 
 /// Starts the process; panics if the binary cannot be executed at all.
 fn spawn(
+    engine: Engine,
     port: u16,
     data_dir: &Path,
     log: &Path,
@@ -111,10 +107,9 @@ fn spawn(
     let output = File::create(log).and_then(|file| Ok((file.try_clone()?, file)));
     let (stdout, stderr) =
         output.map_err(|e| StartError::Fatal(format!("cannot create {}: {e}", log.display())))?;
-    let overridden = std::env::var_os(BIN_ENV);
-    let bin = overridden.clone().unwrap_or_else(|| DEFAULT_BIN.into());
+    let bin = engine.binary();
     let child = Command::new(&bin)
-        // redis-server takes its config file only as the first argument.
+        // Both servers take their config file only as the first argument.
         .args(config_file)
         .args(["--port", &port.to_string(), "--bind", &LOOPBACK.to_string()])
         .args(["--save", "", "--appendonly", "no"])
@@ -130,34 +125,26 @@ fn spawn(
         .stdout(stdout)
         .stderr(stderr)
         .spawn()
-        .unwrap_or_else(|e| panic!("{}", spawn_failure(&bin, overridden.is_some(), &e)));
+        .unwrap_or_else(|e| panic!("{}", engine.spawn_failure(&bin, &e)));
     Ok(child)
 }
 
-/// Explains why the binary could not be executed.
-fn spawn_failure(bin: &OsStr, overridden: bool, error: &io::Error) -> String {
-    match (error.kind(), overridden) {
-        (ErrorKind::NotFound, false) => NOT_FOUND.to_owned(),
-        (ErrorKind::NotFound, true) => format!("{BIN_ENV}={bin:?} does not exist"),
-        _ => format!("cannot execute {bin:?}: {error}"),
-    }
-}
-
 /// Polls until the server answers, exits, or [`START_TIMEOUT`] passes.
-fn wait_ready(child: &mut Child, port: u16, log: &Path) -> Result<(), StartError> {
+fn wait_ready(engine: Engine, child: &mut Child, port: u16, log: &Path) -> Result<(), StartError> {
+    let program = engine.program();
     let outcome = poll(START_TIMEOUT, || match child.try_wait() {
         Ok(Some(status)) => Some(Err(StartError::Exited(format!(
-            "redis-server on port {port} exited during startup ({status}); log:\n{}",
+            "{program} on port {port} exited during startup ({status}); log:\n{}",
             log_tail(log)
         )))),
         Ok(None) => answers_as(port, child.id()).then_some(Ok(())),
         Err(e) => Some(Err(StartError::Fatal(format!(
-            "cannot poll redis-server: {e}"
+            "cannot poll {program}: {e}"
         )))),
     });
     outcome.unwrap_or_else(|| {
         Err(StartError::Fatal(format!(
-            "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}; log:\n{}",
+            "{program} on port {port} did not answer PING within {START_TIMEOUT:?}; log:\n{}",
             log_tail(log)
         )))
     })

@@ -1,4 +1,5 @@
-//! [`RedisServer`]: one real `redis-server` process owned by a test.
+//! [`RedisServer`]: one real `redis-server` (or `valkey-server`) process
+//! owned by a test.
 
 use std::collections::HashMap;
 use std::fs;
@@ -8,6 +9,7 @@ use std::process::Child;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::engine::Engine;
 use crate::ports::PortReservation;
 use crate::process::{self, StartError};
 use crate::resp::{self, RespValue, Timeouts};
@@ -22,7 +24,8 @@ const COMMAND_TIMEOUTS: Timeouts = Timeouts {
 const MAX_START_ATTEMPTS: usize = 5;
 
 /// A `redis-server` process listening on `127.0.0.1`, without automatic
-/// persistence, owned by the current test.
+/// persistence, owned by the current test; or a `valkey-server`, started
+/// with the same options, for a builder given [`Engine::Valkey`].
 ///
 /// The process is killed with SIGKILL and reaped, and its scratch directory
 /// deleted, when the value is dropped, including during unwinding after a
@@ -38,6 +41,7 @@ const MAX_START_ATTEMPTS: usize = 5;
 #[must_use = "the server is killed as soon as it is dropped"]
 #[derive(Debug)]
 pub struct RedisServer {
+    engine: Engine,
     child: Mutex<Option<Child>>,
     config_file: Option<PathBuf>,
     args: Vec<String>,
@@ -53,12 +57,21 @@ pub struct RedisServer {
 #[derive(Debug, Clone, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct RedisServerBuilder {
+    engine: Engine,
     port: Option<u16>,
     config_file: Option<PathBuf>,
     args: Vec<String>,
 }
 
 impl RedisServerBuilder {
+    /// Runs `engine`'s server instead of `redis-server`, with the same
+    /// options, port handling and clean-up. [`Engine::Valkey`] needs
+    /// `LEASEHOLD_VALKEY_SERVER`; without it `start` panics with what to run.
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+
     /// Listens on `port` instead of a free one picked automatically; `0`
     /// restores the automatic pick. `start` waits up to 10 s for the port to
     /// become free, then panics.
@@ -100,7 +113,7 @@ impl RedisServerBuilder {
                 RedisServer::launch_new(reservation, &self)
             }),
         };
-        started.unwrap_or_else(|e| panic!("cannot start redis-server: {e}"))
+        started.unwrap_or_else(|e| panic!("cannot start {}: {e}", self.engine.program()))
     }
 }
 
@@ -123,6 +136,11 @@ impl RedisServer {
     #[track_caller]
     pub fn start_independent(n: usize) -> Vec<RedisServer> {
         (0..n).map(|_| Self::start()).collect()
+    }
+
+    /// The server program this value runs.
+    pub fn engine(&self) -> Engine {
+        self.engine
     }
 
     /// `redis://127.0.0.1:PORT`; unchanged by [`kill`](Self::kill),
@@ -243,6 +261,7 @@ impl RedisServer {
         let dir = TempDir::new(&format!("testkit-{}", port.port()))
             .map_err(|e| StartError::Fatal(format!("cannot create a temp dir: {e}")))?;
         let mut server = RedisServer {
+            engine: options.engine,
             child: Mutex::new(None),
             config_file: options.config_file.clone(),
             args: options.args.clone(),
@@ -259,12 +278,12 @@ impl RedisServer {
     #[track_caller]
     fn restart(&mut self, data: Data) {
         self.kill();
-        let port = self.port();
+        let (program, port) = (self.engine.program(), self.port());
         with_retries(|| {
             process::wait_until_bindable(port)?;
             self.launch(data)
         })
-        .unwrap_or_else(|e| panic!("cannot restart redis-server on port {port}: {e}"));
+        .unwrap_or_else(|e| panic!("cannot restart {program} on port {port}: {e}"));
     }
 
     /// Starts a process with its own log, in a fresh or the current data
@@ -280,8 +299,14 @@ impl RedisServer {
             self.data_dir = data_dir;
         }
         let config_file = self.config_file.as_deref();
-        let child =
-            process::spawn_ready(self.port(), &self.data_dir, &log, config_file, &self.args)?;
+        let child = process::spawn_ready(
+            self.engine,
+            self.port(),
+            &self.data_dir,
+            &log,
+            config_file,
+            &self.args,
+        )?;
         *self.child_slot() = Some(child);
         Ok(())
     }
@@ -300,7 +325,7 @@ impl RedisServer {
     #[track_caller]
     fn expect(&self, args: &[&str]) -> RespValue {
         self.command(args)
-            .unwrap_or_else(|e| panic!("redis-server on port {}: {e}", self.port()))
+            .unwrap_or_else(|e| panic!("{} on port {}: {e}", self.engine.program(), self.port()))
     }
 }
 

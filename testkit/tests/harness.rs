@@ -6,7 +6,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::Command;
 use std::time::Duration;
 
-use leasehold_testkit::{poll_until, RedisServer, RespValue};
+use leasehold_testkit::{poll_until, Engine, RedisServer, RespValue, VALKEY_BIN_ENV};
 
 /// Set in the environment of a child process running a test on its own.
 const CHILD_MARKER: &str = "LEASEHOLD_TESTKIT_CHILD";
@@ -231,6 +231,51 @@ fn missing_binary_panics_with_install_instructions() {
     let output = start_in_child_process(test, &bad_override);
     assert!(
         output.contains("REDIS_SERVER_BIN=\"/nonexistent/redis-server\" does not exist"),
+        "{output}"
+    );
+}
+
+#[test]
+fn valkey_engine_starts_valkey_9_1_with_the_same_options_and_cleanup() {
+    let mut server = RedisServer::builder().engine(Engine::Valkey).start();
+    assert_eq!(server.engine(), Engine::Valkey);
+    let info = server.command(&["INFO", "server"]).unwrap();
+    let info = info.as_str().expect("INFO is text");
+    assert!(info.contains("valkey_version:9.1."), "{info}");
+    // The harness's options hold on Valkey too: DEBUG from loopback, no snapshots.
+    assert_eq!(server.command(&["DEBUG", "SLEEP", "0"]), Ok(ok("OK")));
+    let save = server.command(&["CONFIG", "GET", "save"]).unwrap();
+    assert_eq!(
+        save,
+        RespValue::Array(vec![
+            RespValue::Bulk(b"save".to_vec()),
+            RespValue::Bulk(Vec::new())
+        ])
+    );
+    server.command(&["SET", "key", "value"]).unwrap();
+    server.restart_empty();
+    assert_eq!(get(&server, "key"), RespValue::Nil);
+    let port = server.port();
+    drop(server);
+    assert!(refuses_connections(port));
+}
+
+#[test]
+fn valkey_without_its_binary_panics_with_what_to_run() {
+    if std::env::var_os(CHILD_MARKER).is_some() {
+        let _server = RedisServer::builder().engine(Engine::Valkey).start();
+        return;
+    }
+    let test = "valkey_without_its_binary_panics_with_what_to_run";
+    let output = start_in_child_process(test, &[(VALKEY_BIN_ENV, None)]);
+    let expected = "LEASEHOLD_VALKEY_SERVER is not set, so this Valkey test has no valkey-server \
+        to start: run `export LEASEHOLD_VALKEY_SERVER=$(scripts/ensure-valkey)`";
+    assert!(output.contains(expected), "{output}");
+
+    let bad = [(VALKEY_BIN_ENV, Some("/nonexistent/valkey-server"))];
+    let output = start_in_child_process(test, &bad);
+    assert!(
+        output.contains("LEASEHOLD_VALKEY_SERVER=\"/nonexistent/valkey-server\" does not exist"),
         "{output}"
     );
 }

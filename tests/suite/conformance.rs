@@ -1,8 +1,8 @@
 //! Behaviour every backend must show, written once and run against a real
-//! `redis-server` (`redis::…`), against the primary of a Sentinel-managed
-//! set-up (`sentinel::…`), against a Redis Cluster of 3 primaries with a
-//! replica each (`cluster::…`) and against `LockManager::in_memory()`
-//! (`memory::…`).
+//! `redis-server` (`redis::…`), against a real `valkey-server` 9.1
+//! (`valkey::…`), against the primary of a Sentinel-managed set-up
+//! (`sentinel::…`), against a Redis Cluster of 3 primaries with a replica
+//! each (`cluster::…`) and against `LockManager::in_memory()` (`memory::…`).
 //!
 //! Each test gets its own server (or in-memory table), so tests are
 //! independent and run in parallel. The Sentinel tests that run at the same

@@ -3,8 +3,9 @@
 //! read/write locks (`acquire_read` / `acquire_write` → `ReadGuard` /
 //! `WriteGuard`, `with_read` / `with_write`). Written once and run, as the
 //! plain locks' `conformance.rs` is, against a real `redis-server`
-//! (`redis::…`), the primary of a Sentinel-managed set-up (`sentinel::…`), a
-//! Redis Cluster (`cluster::…`) and `LockManager::in_memory()` (`memory::…`).
+//! (`redis::…`), a real `valkey-server` 9.1 (`valkey::…`), the primary of a
+//! Sentinel-managed set-up (`sentinel::…`), a Redis Cluster (`cluster::…`)
+//! and `LockManager::in_memory()` (`memory::…`).
 //! Redlock refuses both kinds; `semaphore.rs` and `rwlock.rs` test that, and
 //! what needs one backend's internals (a member removed behind the holder's
 //! back, a SIGKILLed process, the attribute).

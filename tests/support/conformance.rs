@@ -1,8 +1,9 @@
 //! The `conformance!` macro: behaviour written once as `async fn NAME(h:
 //! Harness)` and instantiated on every backend, as `redis::NAME` (a real
-//! `redis-server` of the test's own), `sentinel::NAME` (the primary of the
-//! shared Sentinel topology), `cluster::NAME` (the shared Redis Cluster) and
-//! `memory::NAME` (`LockManager::in_memory()`); see [`Harness`](super::Harness).
+//! `redis-server` of the test's own), `valkey::NAME` (the same on a
+//! `valkey-server` 9.1), `sentinel::NAME` (the primary of the shared Sentinel
+//! topology), `cluster::NAME` (the shared Redis Cluster) and `memory::NAME`
+//! (`LockManager::in_memory()`); see [`Harness`](super::Harness).
 //! `redis_acl::NAME` and `cluster_acl::NAME` run it again on one server and
 //! on the shared cluster as a user granted only the README's least-privilege
 //! ACL (see `acl`).
@@ -11,7 +12,7 @@
 //! `support::conformance!(first_behaviour, second_behaviour);`.
 
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
-/// `sentinel::NAME`, `cluster::NAME` and `memory::NAME`, and as the
+/// `valkey::NAME`, `sentinel::NAME`, `cluster::NAME` and `memory::NAME`, and as the
 /// least-privilege user, as `redis_acl::NAME` and `cluster_acl::NAME`. Each `NAME` must be
 /// an `async fn NAME(h: Harness)` in the module that invokes the macro.
 // `metrics.rs`, which includes `support` too, does not use it.
@@ -23,6 +24,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name($crate::support::Harness::redis().await).await;
+                }
+            )*
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Harness::valkey().await).await;
                 }
             )*
         }

@@ -1,5 +1,6 @@
 //! Lock managers for the tests: a [`Harness`] of two managers on one backend
-//! (one server, a Sentinel-managed primary, a Redis Cluster, or memory), and
+//! (one server of Redis or Valkey, a Sentinel-managed primary, a Redis
+//! Cluster, or memory), and
 //! connecting to one server or to Redlock nodes.
 
 use std::any::Any;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::LockManager;
-use leasehold_testkit::RedisServer;
+use leasehold_testkit::{Engine, RedisServer};
 
 use super::acl::{acl_server, cluster_acl_manager, cluster_acl_user, ACL_PASSWORD};
 use super::cluster::{cluster_manager, cluster_namespace, shared_cluster};
@@ -45,6 +46,13 @@ impl Harness {
     /// Starts a fresh `redis-server` for this test alone and connects twice.
     pub async fn redis() -> Harness {
         Harness::on_server(RedisServer::start()).await
+    }
+
+    /// As [`redis`](Self::redis), on a fresh `valkey-server` 9.1 (see
+    /// [`Engine::Valkey`]: without `LEASEHOLD_VALKEY_SERVER` it panics with
+    /// what to run).
+    pub async fn valkey() -> Harness {
+        Harness::on_server(RedisServer::builder().engine(Engine::Valkey).start()).await
     }
 
     /// As [`redis`](Self::redis), both managers logged in as a user granted
@@ -130,7 +138,8 @@ impl Harness {
         }
     }
 
-    /// The Redis server of this test; panics for the in-memory harness.
+    /// The Redis (or Valkey) server of this test; panics for the harnesses
+    /// without one of their own.
     pub fn server(&self) -> &RedisServer {
         self.server
             .as_ref()
