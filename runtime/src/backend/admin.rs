@@ -9,7 +9,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::commands::fence_retention_ms;
-use super::scripts;
+use super::scripts::{self, run_script};
 use crate::keys::{KeyKind, LockKey};
 
 /// Most queued waiters an inspection returns (the count covers all).
@@ -91,15 +91,12 @@ pub(super) async fn inspect(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<LockState, RedisError> {
-    let (holder, pttl, fence, queued, queued_count): (String, i64, String, Vec<String>, i64) =
-        scripts::INSPECT
-            .key(&key.lock)
-            .key(&key.fence)
-            .key(&key.queue)
-            .key(&key.waiters)
-            .arg(MOST_WAITERS_SHOWN)
-            .invoke_async(connection)
-            .await?;
+    let (holder, pttl, fence, queued, queued_count): (String, i64, String, Vec<String>, i64) = run_script!(
+        scripts::INSPECT,
+        connection,
+        keys [&key.lock, &key.fence, &key.queue, &key.waiters],
+        args [MOST_WAITERS_SHOWN]
+    )?;
     let held = !holder.is_empty();
     Ok(LockState {
         holder: held.then_some(holder),
@@ -162,19 +159,15 @@ pub(super) async fn force_release(
     key: &LockKey,
     sharded: bool,
 ) -> Result<Evicted, RedisError> {
-    let script = if sharded {
-        &*scripts::FORCE_RELEASE_SHARDED
-    } else {
-        &*scripts::FORCE_RELEASE
-    };
+    let script = scripts::FORCE_RELEASE.on(sharded);
     // The counter is kept as long as for the longest lease it could fence:
     // unknown here, so for the 10-minute floor of fence.lua's retention.
-    let (holder, fence): (String, String) = script
-        .key(&key.lock)
-        .key(&key.fence)
-        .arg(fence_retention_ms(0))
-        .invoke_async(connection)
-        .await?;
+    let (holder, fence): (String, String) = run_script!(
+        script,
+        connection,
+        keys [&key.lock, &key.fence],
+        args [fence_retention_ms(0)]
+    )?;
     Ok(Evicted {
         holder: (!holder.is_empty()).then_some(holder),
         fence: fence.parse().unwrap_or(0),
@@ -188,16 +181,13 @@ pub(super) async fn force_release_semaphore(
     key: &LockKey,
     sharded: bool,
 ) -> Result<EvictedLeases, RedisError> {
-    let script = if sharded {
-        &*scripts::SEMAPHORE_FORCE_RELEASE_SHARDED
-    } else {
-        &*scripts::SEMAPHORE_FORCE_RELEASE
-    };
-    let (holders, holder_count): (Vec<String>, i64) = script
-        .key(&key.lock)
-        .arg(MOST_WAITERS_SHOWN)
-        .invoke_async(connection)
-        .await?;
+    let script = scripts::SEMAPHORE_FORCE_RELEASE.on(sharded);
+    let (holders, holder_count): (Vec<String>, i64) = run_script!(
+        script,
+        connection,
+        keys[&key.lock],
+        args[MOST_WAITERS_SHOWN]
+    )?;
     Ok(EvictedLeases {
         holders,
         holder_count: usize::try_from(holder_count).unwrap_or(0),
@@ -211,20 +201,14 @@ pub(super) async fn force_release_rw(
     key: &LockKey,
     sharded: bool,
 ) -> Result<EvictedRw, RedisError> {
-    let script = if sharded {
-        &*scripts::RW_FORCE_RELEASE_SHARDED
-    } else {
-        &*scripts::RW_FORCE_RELEASE
-    };
+    let script = scripts::RW_FORCE_RELEASE.on(sharded);
     // Kept for the 10-minute floor of fence.lua's retention, as for a lock.
-    let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = script
-        .key(&key.lock)
-        .key(&key.readers)
-        .key(&key.fence)
-        .arg(fence_retention_ms(0))
-        .arg(MOST_WAITERS_SHOWN)
-        .invoke_async(connection)
-        .await?;
+    let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = run_script!(
+        script,
+        connection,
+        keys [&key.lock, &key.readers, &key.fence],
+        args [fence_retention_ms(0), MOST_WAITERS_SHOWN]
+    )?;
     Ok(EvictedRw {
         writer: (!writer.is_empty()).then_some(writer),
         readers: EvictedLeases {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
-use super::scripts;
+use super::scripts::{self, run_script};
 use super::Attempt;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -98,19 +98,13 @@ pub(super) async fn release(
     grant_window: Duration,
     sharded: bool,
 ) -> Result<bool, RedisError> {
-    let script = if sharded {
-        &*scripts::RELEASE_SHARDED
-    } else {
-        &*scripts::RELEASE
-    };
-    let released: i64 = script
-        .key(&key.lock)
-        .key(&key.queue)
-        .key(&key.waiters)
-        .arg(token.as_str())
-        .arg(u64::try_from(grant_window.as_millis()).unwrap_or(u64::MAX))
-        .invoke_async(connection)
-        .await?;
+    let script = scripts::RELEASE.on(sharded);
+    let released: i64 = run_script!(
+        script,
+        connection,
+        keys [&key.lock, &key.queue, &key.waiters],
+        args [token.as_str(), u64::try_from(grant_window.as_millis()).unwrap_or(u64::MAX)]
+    )?;
     Ok(released == 1)
 }
 
@@ -133,13 +127,12 @@ pub(super) async fn issue_fence(
     token: &OwnerToken,
     ttl_ms: u64,
 ) -> Result<Option<u64>, RedisError> {
-    let fence: i64 = scripts::FENCE
-        .key(&key.lock)
-        .key(&key.fence)
-        .arg(token.as_str())
-        .arg(fence_retention_ms(ttl_ms))
-        .invoke_async(connection)
-        .await?;
+    let fence: i64 = run_script!(
+        scripts::FENCE,
+        connection,
+        keys [&key.lock, &key.fence],
+        args [token.as_str(), fence_retention_ms(ttl_ms)]
+    )?;
     Ok(u64::try_from(fence).ok())
 }
 
@@ -150,11 +143,7 @@ pub(super) async fn renew(
     token: &OwnerToken,
     ttl_ms: u64,
 ) -> Result<bool, RedisError> {
-    let renewed: i64 = scripts::RENEW
-        .key(&key.lock)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
+    let renewed: i64 =
+        run_script!(scripts::RENEW, connection, keys [&key.lock], args [token.as_str(), ttl_ms])?;
     Ok(renewed == 1)
 }

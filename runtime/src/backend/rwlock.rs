@@ -19,7 +19,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::commands::attempt_from_reply;
-use super::scripts;
+use super::scripts::{self, run_script};
 use super::Attempt;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -32,14 +32,12 @@ pub(super) async fn acquire_read(
     token: &OwnerToken,
     ttl_ms: u64,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = scripts::RW_READ_ACQUIRE
-        .key(&key.lock)
-        .key(&key.readers)
-        .key(&key.queue)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
+    let (granted, value): (i64, i64) = run_script!(
+        scripts::RW_READ_ACQUIRE,
+        connection,
+        keys [&key.lock, &key.readers, &key.queue],
+        args [token.as_str(), ttl_ms]
+    )?;
     Ok(attempt_from_reply(granted, value))
 }
 
@@ -53,15 +51,12 @@ pub(super) async fn acquire_write(
     ttl_ms: u64,
     intent_for: Duration,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = scripts::RW_WRITE_ACQUIRE
-        .key(&key.lock)
-        .key(&key.readers)
-        .key(&key.queue)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .arg(u64::try_from(intent_for.as_millis()).unwrap_or(u64::MAX))
-        .invoke_async(connection)
-        .await?;
+    let (granted, value): (i64, i64) = run_script!(
+        scripts::RW_WRITE_ACQUIRE,
+        connection,
+        keys [&key.lock, &key.readers, &key.queue],
+        args [token.as_str(), ttl_ms, u64::try_from(intent_for.as_millis()).unwrap_or(u64::MAX)]
+    )?;
     Ok(attempt_from_reply(granted, value))
 }
 
@@ -73,16 +68,8 @@ pub(super) async fn release_read(
     token: &OwnerToken,
     sharded: bool,
 ) -> Result<bool, RedisError> {
-    let script = if sharded {
-        &*scripts::RW_READ_RELEASE_SHARDED
-    } else {
-        &*scripts::RW_READ_RELEASE
-    };
-    let released: i64 = script
-        .key(&key.readers)
-        .arg(token.as_str())
-        .invoke_async(connection)
-        .await?;
+    let script = scripts::RW_READ_RELEASE.on(sharded);
+    let released: i64 = run_script!(script, connection, keys[&key.readers], args[token.as_str()])?;
     Ok(released == 1)
 }
 
@@ -94,17 +81,12 @@ pub(super) async fn release_write(
     token: &OwnerToken,
     sharded: bool,
 ) -> Result<bool, RedisError> {
-    let script = if sharded {
-        &*scripts::RW_WRITE_RELEASE_SHARDED
-    } else {
-        &*scripts::RW_WRITE_RELEASE
-    };
-    let released: i64 = script
-        .key(&key.lock)
-        .key(&key.queue)
-        .key(&key.readers)
-        .arg(token.as_str())
-        .invoke_async(connection)
-        .await?;
+    let script = scripts::RW_WRITE_RELEASE.on(sharded);
+    let released: i64 = run_script!(
+        script,
+        connection,
+        keys [&key.lock, &key.queue, &key.readers],
+        args [token.as_str()]
+    )?;
     Ok(released == 1)
 }

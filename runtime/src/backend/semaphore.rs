@@ -14,7 +14,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
-use super::scripts;
+use super::scripts::{self, run_script};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
@@ -51,13 +51,12 @@ pub(super) async fn acquire_permit(
     ttl_ms: u64,
     permits: u32,
 ) -> Result<PermitAttempt, RedisError> {
-    let (granted, value): (i64, i64) = scripts::SEMAPHORE_ACQUIRE
-        .key(&key.lock)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .arg(permits)
-        .invoke_async(connection)
-        .await?;
+    let (granted, value): (i64, i64) = run_script!(
+        scripts::SEMAPHORE_ACQUIRE,
+        connection,
+        keys [&key.lock],
+        args [token.as_str(), ttl_ms, permits]
+    )?;
     Ok(PermitAttempt::from_reply(granted, value))
 }
 
@@ -70,12 +69,12 @@ pub(super) async fn renew_member(
     token: &OwnerToken,
     ttl_ms: u64,
 ) -> Result<bool, RedisError> {
-    let renewed: i64 = scripts::SEMAPHORE_RENEW
-        .key(set)
-        .arg(token.as_str())
-        .arg(ttl_ms)
-        .invoke_async(connection)
-        .await?;
+    let renewed: i64 = run_script!(
+        scripts::SEMAPHORE_RENEW,
+        connection,
+        keys [set],
+        args [token.as_str(), ttl_ms]
+    )?;
     Ok(renewed == 1)
 }
 
@@ -87,15 +86,7 @@ pub(super) async fn release_permit(
     token: &OwnerToken,
     sharded: bool,
 ) -> Result<bool, RedisError> {
-    let script = if sharded {
-        &*scripts::SEMAPHORE_RELEASE_SHARDED
-    } else {
-        &*scripts::SEMAPHORE_RELEASE
-    };
-    let released: i64 = script
-        .key(&key.lock)
-        .arg(token.as_str())
-        .invoke_async(connection)
-        .await?;
+    let script = scripts::SEMAPHORE_RELEASE.on(sharded);
+    let released: i64 = run_script!(script, connection, keys[&key.lock], args[token.as_str()])?;
     Ok(released == 1)
 }

@@ -8,17 +8,62 @@
 use once_cell::sync::Lazy;
 use redis::Script;
 
+/// Runs `$script` once on `$connection` with the keys and arguments given,
+/// in order, and reads its reply as the caller's type: the one shape of
+/// every script call.
+macro_rules! run_script {
+    ($script:expr, $connection:expr, keys [$($key:expr),* $(,)?], args [$($arg:expr),* $(,)?]) => {
+        $script
+            $(.key($key))*
+            $(.arg($arg))*
+            .invoke_async($connection)
+            .await
+    };
+}
+pub(crate) use run_script;
+
+/// A script that publishes what it changed, in two forms: with `PUBLISH`
+/// for one server, and with `SPUBLISH` for Redis Cluster, where the message
+/// goes out on the key's sharded channel, which stays on its slot's nodes
+/// instead of crossing the whole cluster.
+pub(crate) struct Publishing {
+    plain: Script,
+    sharded: Script,
+}
+
+impl Publishing {
+    /// `body` (after the shared functions when `prelude`), in both forms.
+    fn new(body: &str, prelude: bool) -> Self {
+        let form = |body: &str| {
+            if prelude {
+                with_prelude(body)
+            } else {
+                Script::new(body)
+            }
+        };
+        Publishing {
+            plain: form(body),
+            sharded: form(&body.replace("'PUBLISH'", "'SPUBLISH'")),
+        }
+    }
+
+    /// The form for a cluster (`sharded`) or for one server.
+    pub(crate) fn on(&self, sharded: bool) -> &Script {
+        if sharded {
+            &self.sharded
+        } else {
+            &self.plain
+        }
+    }
+}
+
 /// SET NX PX in arrival order when waiters queue, joining the queue when
 /// busy, or confirming a hand-off; see `acquire.lua`.
 pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("acquire.lua")));
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
-pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("release.lua")));
-/// `release.lua` for Redis Cluster: the release message goes out on the
-/// lock key's sharded channel (`SPUBLISH`), which stays on its slot's nodes
-/// instead of crossing the whole cluster.
-pub(crate) static RELEASE_SHARDED: Lazy<Script> =
-    Lazy::new(|| with_prelude(&include_str!("release.lua").replace("'PUBLISH'", "'SPUBLISH'")));
+pub(crate) static RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("release.lua"), true));
 /// What one lock looks like, read in one step for operators; see `inspect.lua`.
 pub(crate) static INSPECT: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("inspect.lua")));
 /// What one semaphore or read/write lock looks like, read in one step for
@@ -27,29 +72,16 @@ pub(crate) static INSPECT_SHARED: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("inspect_shared.lua")));
 /// Free a lock whoever holds it and raise its fencing counter; see
 /// `force_release.lua`.
-pub(crate) static FORCE_RELEASE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("force_release.lua")));
-/// `force_release.lua` for Redis Cluster: its message goes out by SPUBLISH.
-pub(crate) static FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&include_str!("force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static FORCE_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("force_release.lua"), true));
 /// Take every permit of a semaphore back whoever holds them; see
 /// `semaphore_force_release.lua`.
-pub(crate) static SEMAPHORE_FORCE_RELEASE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("semaphore_force_release.lua")));
-/// `semaphore_force_release.lua` for Redis Cluster: its message goes out by
-/// SPUBLISH.
-pub(crate) static SEMAPHORE_FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&include_str!("semaphore_force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static SEMAPHORE_FORCE_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("semaphore_force_release.lua"), true));
 /// Free a read/write lock's writer and readers whoever they are and raise
 /// its writers' fencing counter; see `rw_force_release.lua`.
-pub(crate) static RW_FORCE_RELEASE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("rw_force_release.lua")));
-/// `rw_force_release.lua` for Redis Cluster: its messages go out by SPUBLISH.
-pub(crate) static RW_FORCE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&include_str!("rw_force_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static RW_FORCE_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("rw_force_release.lua"), true));
 /// A fencing token above every earlier one of the key, also after a restart
 /// from stale data, for the current holder only; see `fence.lua`.
 pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
@@ -68,13 +100,8 @@ pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
 pub(crate) static SEMAPHORE_RENEW: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("semaphore_renew.lua")));
 /// Compare-and-remove of one permit, plus PUBLISH; see `semaphore_release.lua`.
-pub(crate) static SEMAPHORE_RELEASE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("semaphore_release.lua")));
-/// `semaphore_release.lua` for Redis Cluster: the message goes out on the
-/// holder set's sharded channel (`SPUBLISH`), as `RELEASE_SHARDED`'s does.
-pub(crate) static SEMAPHORE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&include_str!("semaphore_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static SEMAPHORE_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("semaphore_release.lua"), true));
 
 /// A read lease of a read/write lock, unless a writer holds it or waits;
 /// see `rw_read_acquire.lua`.
@@ -85,20 +112,12 @@ pub(crate) static RW_READ_ACQUIRE: Lazy<Script> =
 pub(crate) static RW_WRITE_ACQUIRE: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("rw_write_acquire.lua")));
 /// Compare-and-remove of one read lease, plus PUBLISH; see `rw_read_release.lua`.
-pub(crate) static RW_READ_RELEASE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("rw_read_release.lua")));
-/// `rw_read_release.lua` for Redis Cluster: the message goes out by SPUBLISH.
-pub(crate) static RW_READ_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&include_str!("rw_read_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static RW_READ_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("rw_read_release.lua"), true));
 /// Compare-and-delete of the write lease or withdrawal of a writer's
 /// intent, plus PUBLISH; see `rw_write_release.lua`.
-pub(crate) static RW_WRITE_RELEASE: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("rw_write_release.lua")));
-/// `rw_write_release.lua` for Redis Cluster: the message goes out by SPUBLISH.
-pub(crate) static RW_WRITE_RELEASE_SHARDED: Lazy<Script> = Lazy::new(|| {
-    Script::new(&include_str!("rw_write_release.lua").replace("'PUBLISH'", "'SPUBLISH'"))
-});
+pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("rw_write_release.lua"), false));
 
 /// A script made of the shared functions followed by `body`.
 fn with_prelude(body: &str) -> Script {
