@@ -18,6 +18,7 @@ mod cancellation;
 mod cluster;
 mod computed_settings;
 mod conformance;
+mod conformance_mutex;
 mod conformance_shared;
 mod empty_key;
 mod failover;
