@@ -5,9 +5,8 @@
 use std::time::{Duration, SystemTime};
 
 use clap::ValueEnum;
-use leasehold::{
-    Holder, LeaseInfo, LockError, LockInfo, LockKind, LockManager, RwLockInfo, SemaphoreInfo,
-};
+use leasehold::admin::{LeaseInfo, LockInfo, LockKind, RwLockInfo, SemaphoreInfo};
+use leasehold::{Holder, LockError, LockManager};
 use serde::Serialize;
 
 use crate::failure::Failure;

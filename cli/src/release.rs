@@ -4,9 +4,8 @@
 use std::io::{BufRead, Write};
 use std::time::SystemTime;
 
-use leasehold::{
-    ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, Holder, LeaseInfo, LockManager,
-};
+use leasehold::admin::{ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, LeaseInfo};
+use leasehold::{Holder, LockManager};
 use serde::Serialize;
 
 use crate::failure::Failure;

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use leasehold::{LeaseInfo, LockInfo, LockManager, RwLockInfo, SemaphoreInfo};
+use leasehold::admin::{LeaseInfo, LockInfo, RwLockInfo, SemaphoreInfo};
+use leasehold::LockManager;
 
 use crate::failure::Failure;
 use crate::format;

@@ -3,6 +3,12 @@
 //! freeing one whoever holds it, with the evicted holder fenced off. The same
 //! questions of a semaphore (who holds its permits) and of a read/write lock
 //! (its writer, readers and waiting writers), and the same last resort.
+//!
+//! The questions are methods of what they ask about:
+//! [`LockManager::inspect`], [`LockManager::list`], [`LockManager::list_all`],
+//! [`LockManager::force_release`], [`RwLock::inspect`],
+//! [`RwLock::force_release`], [`Semaphore::inspect`] and
+//! [`Semaphore::force_release`]. Their answers are the types of this module.
 
 use std::time::Duration;
 

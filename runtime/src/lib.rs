@@ -48,7 +48,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquire;
-mod admin;
+pub mod admin;
 mod backend;
 mod builder;
 mod computed;
@@ -71,10 +71,6 @@ pub mod __private {
     pub use crate::private::{locked, OnBusy, Skip, Skipped, Target, Wait};
 }
 
-pub use admin::{
-    ForcedRelease, ForcedRwRelease, ForcedSemaphoreRelease, LeaseInfo, ListedLock, LockInfo,
-    LockKind, RwLockInfo, SemaphoreInfo,
-};
 pub use builder::LockManagerBuilder;
 pub use error::LockError;
 pub use install::{install, installed};

@@ -125,7 +125,7 @@ pub struct Holder {
 
 impl Holder {
     /// Reads the identity part of an owner token (as a guard's `token()`
-    /// or [`LockInfo::token`](crate::LockInfo) shows it); `None` for a
+    /// or [`LockInfo::token`](crate::admin::LockInfo) shows it); `None` for a
     /// token without one (written by another client, or by a version
     /// before identities).
     pub fn from_token(token: &str) -> Option<Holder> {

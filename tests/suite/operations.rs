@@ -18,7 +18,8 @@ use crate::support;
 
 use std::time::{Duration, SystemTime};
 
-use leasehold::{distributed_lock, Holder, LockError, LockKind, LockManager, LockOptions};
+use leasehold::admin::LockKind;
+use leasehold::{distributed_lock, Holder, LockError, LockManager, LockOptions};
 use leasehold_testkit::RedisServer;
 use support::{cluster_namespace, long, poll_async, shared_cluster, within, NO_HANG, PROMPTLY};
 
@@ -193,7 +194,7 @@ async fn refuses_shared_locks(pair: &Pair) -> bool {
 }
 
 /// The labels of the named holders of `leases`, sorted.
-fn labels(leases: &[leasehold::LeaseInfo]) -> Vec<String> {
+fn labels(leases: &[leasehold::admin::LeaseInfo]) -> Vec<String> {
     let mut labels: Vec<String> = leases
         .iter()
         .filter_map(|lease| lease.holder.as_ref()?.label.clone())
