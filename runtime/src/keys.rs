@@ -8,12 +8,13 @@
 //! in `base-sem:k`, an internal key too, so a lock and a semaphore of the
 //! same user key never share a name. The read/write lock on `k` keeps its
 //! writer in `base-rw:k`, its readers in `base-read:k`, its waiting writers'
-//! intents in `base-intent:k` and its writers' fencing counter in
+//! intents in `base-intent:k`, whether readers wait or have their turn in
+//! `base-rwturn:k`, and its writers' fencing counter in
 //! `base-rwfence:k`. Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
-//! `rwfence:`) is a prefix of another, so they cannot collide among
+//! `rwfence:`, `rwturn:`) is a prefix of another, so they cannot collide among
 //! themselves either.
 //!
 //! On Redis Cluster every name of one lock must live in one hash slot, so a
@@ -52,8 +53,8 @@ pub enum LockKind {
 }
 
 /// What follows `base-` in an internal key's name, one per role.
-const INTERNAL_ROLES: [&str; 8] = [
-    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent",
+const INTERNAL_ROLES: [&str; 9] = [
+    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent", "rwturn",
 ];
 
 /// Refuses a namespace whose names could be another namespace's (see the
@@ -191,8 +192,9 @@ impl KeySpace {
 
     /// The names of the read/write lock on `user`, for a reader or the
     /// writer (`kind`): writer `base-rw:k`, readers `base-read:k`, writers'
-    /// intents `base-intent:k`, fencing counter `base-rwfence:k`, all in the
-    /// slot of the lock on `user` when hash-tagged.
+    /// intents `base-intent:k`, fencing counter `base-rwfence:k`, and in
+    /// `waiters` the readers' turn `base-rwturn:k`, all in the slot of the
+    /// lock on `user` when hash-tagged.
     pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
         let (base, tag) = (&self.base, self.tag(user));
         LockKey {
@@ -200,6 +202,7 @@ impl KeySpace {
             lock: format!("{tag}{base}-rw:{user}"),
             fence: format!("{tag}{base}-rwfence:{user}"),
             queue: format!("{tag}{base}-intent:{user}"),
+            waiters: format!("{tag}{base}-rwturn:{user}"),
             ..self.key(user)
         }
     }

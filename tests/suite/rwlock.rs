@@ -125,6 +125,67 @@ async fn memory_waiting_writer_completes_while_readers_keep_arriving() {
     waiting_writer_is_not_starved(&harness.a, &harness.b).await;
 }
 
+/// Writers keep arriving, each holding 60 ms, a new one every 10 ms (so a
+/// writer always holds the lock or waits for it): a reader that starts
+/// waiting among them gets in within 2 s, while writers still arrive. It
+/// waits at most for the writer that holds the lock and the next: when a
+/// writer leaves while a reader waits, the readers get their turn.
+async fn waiting_reader_is_not_starved(writers: &LockManager, reader: &LockManager) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let arrivals = {
+        let (writers, stop) = (writers.clone(), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut visits = Vec::new();
+            for _ in 0..1000 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let writers = writers.clone();
+                visits.push(tokio::spawn(async move {
+                    let guard = writers
+                        .rwlock("busy")
+                        .acquire_write(waiting(Duration::from_secs(60)))
+                        .await
+                        .expect("a writer gets in once the reader is done");
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    guard.release().await.unwrap();
+                }));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            visits
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let guard = reader
+        .rwlock("busy")
+        .acquire_read(waiting(Duration::from_secs(5)))
+        .await
+        .expect("the reader is not starved");
+    let waited = started.elapsed();
+    assert!(!arrivals.is_finished(), "writers stopped arriving");
+    guard.release().await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        waited < Duration::from_secs(2),
+        "the reader waited {waited:?} among arriving writers"
+    );
+    let visits = within(arrivals).await.unwrap();
+    join_within(visits, Duration::from_secs(60), "the writers").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_reader_completes_while_writers_keep_arriving() {
+    let harness = Harness::redis().await;
+    waiting_reader_is_not_starved(&harness.a, &harness.b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_waiting_reader_completes_while_writers_keep_arriving() {
+    let harness = Harness::memory();
+    waiting_reader_is_not_starved(&harness.a, &harness.b).await;
+}
+
 /// A read lease whose member is removed behind its back is reported lost by
 /// its next renewal, its release says so, and a writer can get in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,8 +47,8 @@ use pending::PendingAcquire;
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
 
-/// How long a waiter's place on the server (in a key's queue, or a writer's
-/// intent) lasts without being refreshed: a waiter that died holds up the
+/// How long a waiter's place on the server (in a key's queue, a writer's
+/// intent, a reader's mark that readers wait) lasts without being refreshed: a waiter that died holds up the
 /// key at most this long.
 const PLACE_KEPT: Duration = Duration::from_secs(3);
 
@@ -318,7 +318,7 @@ async fn run(
     let hands_off = ask == Ask::Lock && backend.hands_off();
     let place = match ask {
         Ask::Lock if hands_off => PLACE_KEPT,
-        Ask::Write if !wait.is_zero() => PLACE_KEPT,
+        Ask::Read | Ask::Write if !wait.is_zero() => PLACE_KEPT,
         _ => Duration::ZERO,
     };
     let request = Request {
@@ -333,15 +333,17 @@ async fn run(
         label,
     };
     let started = Instant::now();
-    // A writer's intent is left by its first attempt already (it holds new
-    // readers back); a lock waiter's place is taken once it watches for its
-    // grant, which a release could otherwise send before it listens. From
-    // then on, leaving without the lease (give up, error, cancellation)
-    // gives back the place and whatever may have been granted meanwhile.
-    let first_place = if ask == Ask::Write {
-        place
-    } else {
+    // A writer's intent (which holds new readers back) and a reader's mark
+    // that readers wait (which gives them a turn when the writer leaves) are
+    // left by the first attempt already; a lock waiter's place is taken once
+    // it watches for its grant, which a release could otherwise send before
+    // it listens. From then on, leaving without the lease (give up, error,
+    // cancellation) gives back the place and whatever may have been granted
+    // meanwhile.
+    let first_place = if ask == Ask::Lock {
         Duration::ZERO
+    } else {
+        place
     };
     let mut placed = (!first_place.is_zero()).then(|| PendingAcquire::new(backend, &key, &token));
     // A newcomer that finds this process's waiters on the lock does not race

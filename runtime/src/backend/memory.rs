@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
+use super::rwlock::READERS_TURN;
 use super::{Attempt, PermitAttempt};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::keys::{KeyKind, LockKey};
@@ -57,6 +58,18 @@ struct Table {
     semaphores: HashMap<String, Vec<Held>>,
     /// Semaphore count at which the next permit taken sweeps `semaphores`.
     semaphore_sweep_at: usize,
+    /// The readers' turn of each read/write lock (see `rw_read_acquire.lua`),
+    /// keyed by its name, until when it lasts.
+    turns: HashMap<String, (ReadersTurn, Instant)>,
+}
+
+/// What a read/write lock's readers' turn says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadersTurn {
+    /// A blocked reader waits.
+    Waiting,
+    /// A writer left while one waited: readers get in first.
+    Turn,
 }
 
 /// Locks kept in this process's memory.
@@ -73,6 +86,7 @@ impl MemoryBackend {
                 sweep_at: MIN_SWEEP,
                 semaphores: HashMap::new(),
                 semaphore_sweep_at: MIN_SWEEP,
+                turns: HashMap::new(),
             }),
             queues: Arc::new(WaitQueues::new()),
         }
@@ -203,14 +217,14 @@ impl MemoryBackend {
 
     /// A read lease (for a key of `KeyKind::Read`) or the write lease of the
     /// read/write lock `key` for `ttl_ms`, as `rw_read_acquire.lua` and
-    /// `rw_write_acquire.lua` grant them; a blocked writer keeps its intent
-    /// for `intent_for` unless that is zero.
+    /// `rw_write_acquire.lua` grant them; blocked, a writer keeps its intent
+    /// and a reader marks that readers wait, for `place` unless that is zero.
     pub(crate) fn try_rw(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
-        intent_for: Duration,
+        place: Duration,
     ) -> Attempt {
         let now = Instant::now();
         let expires = deadline(now, Duration::from_millis(ttl_ms));
@@ -225,12 +239,24 @@ impl MemoryBackend {
         let busy = |until: Option<Instant>| Attempt::Busy {
             remaining: until.map(|until| until - now),
         };
+        // Until when it is the readers' turn, if it is.
+        let readers_turn = match table.readers_turn(&key.waiters, now) {
+            Some((ReadersTurn::Turn, until)) => Some(until),
+            _ => None,
+        };
         if key.kind == KeyKind::Read {
             if !readers.iter().any(|(member, _)| member == token) {
-                let blocker = writer
-                    .map(|(_, until)| until)
-                    .or(intents.first().map(|(_, until)| *until));
+                let blocker = writer.map(|(_, until)| until).or_else(|| {
+                    let intent = intents.first().filter(|_| readers_turn.is_none());
+                    intent.map(|(_, until)| *until)
+                });
                 if blocker.is_some() {
+                    if !place.is_zero() && readers_turn.is_none() {
+                        let until = deadline(now, place);
+                        table
+                            .turns
+                            .insert(key.waiters.clone(), (ReadersTurn::Waiting, until));
+                    }
                     return busy(blocker);
                 }
             }
@@ -239,19 +265,20 @@ impl MemoryBackend {
         }
         let ours_or_free = match writer {
             Some((ours, _)) => ours,
-            None => readers.is_empty(),
+            None => readers.is_empty() && readers_turn.is_none(),
         };
         if ours_or_free {
             table.set_member(&key.queue, token, None);
             table.set_holder(&key.lock, token, expires, now);
             return Attempt::Acquired;
         }
-        if !intent_for.is_zero() {
-            table.set_member(&key.queue, token, Some(deadline(now, intent_for)));
+        if !place.is_zero() {
+            table.set_member(&key.queue, token, Some(deadline(now, place)));
         }
         busy(
             writer
                 .map(|(_, until)| until)
+                .or(readers_turn)
                 .or(readers.first().map(|(_, until)| *until)),
         )
     }
@@ -263,6 +290,10 @@ impl MemoryBackend {
             KeyKind::Read => self.release_permit(&key.readers, token),
             KeyKind::Write => {
                 let owned = self.unlock_lock(key, token);
+                if owned {
+                    self.table()
+                        .give_readers_their_turn(&key.waiters, Instant::now());
+                }
                 if self.release_permit(&key.queue, token) || owned {
                     self.queues.wake_every(&key.lock);
                     self.queues.wake_one(&key.readers);
@@ -521,6 +552,29 @@ impl Table {
     }
 
     /// The unexpired holder of `lock`, if any.
+    /// The readers' turn of the read/write lock whose turn is kept at
+    /// `name`, and until when, unless it ended.
+    fn readers_turn(&mut self, name: &str, now: Instant) -> Option<(ReadersTurn, Instant)> {
+        match self.turns.get(name) {
+            Some(&(state, until)) if until > now => Some((state, until)),
+            Some(_) => {
+                self.turns.remove(name);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// After a writer left: the readers' turn at `name` if a reader waits
+    /// (see `rw_write_release.lua`).
+    fn give_readers_their_turn(&mut self, name: &str, now: Instant) {
+        if let Some((ReadersTurn::Waiting, _)) = self.readers_turn(name, now) {
+            let until = deadline(now, READERS_TURN);
+            self.turns
+                .insert(name.to_owned(), (ReadersTurn::Turn, until));
+        }
+    }
+
     fn held(&self, lock: &str, now: Instant) -> Option<&Held> {
         self.entries
             .get(lock)?
@@ -547,6 +601,7 @@ impl Table {
         }
         self.semaphores
             .retain(|_, holders| holders.iter().any(|held| held.expires > now));
+        self.turns.retain(|_, (_, until)| *until > now);
         self.semaphore_sweep_at = self.semaphores.len().saturating_mul(2).max(MIN_SWEEP);
     }
 }

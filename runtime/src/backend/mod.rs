@@ -125,19 +125,20 @@ impl Backend {
     /// One atomic attempt on the read/write lock `key`: a read lease for a
     /// key of [`KeyKind::Read`](crate::keys::KeyKind::Read), the write lease for [`KeyKind::Write`](crate::keys::KeyKind::Write), for
     /// `ttl_ms`. `Busy` says how long the blocking lease (or writer's
-    /// intent) has left. A blocked writer keeps an intent, which holds new
-    /// readers back, for `intent_for` unless that is zero. Redlock refuses
-    /// with `InvalidOptions`.
+    /// intent) has left. Blocked, a writer keeps an intent, which holds new
+    /// readers back, and a reader marks that readers wait, which gives them
+    /// a turn when the writer leaves, for `place` unless that is zero.
+    /// Redlock refuses with `InvalidOptions`.
     pub(crate) async fn try_rw(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
-        intent_for: Duration,
+        place: Duration,
     ) -> Result<Attempt, LockError> {
         dispatch!(self,
-            server => server.try_rw(key, token, ttl_ms, intent_for).await,
-            memory => memory.try_rw(key, token, ttl_ms, intent_for))
+            server => server.try_rw(key, token, ttl_ms, place).await,
+            memory => memory.try_rw(key, token, ttl_ms, place))
     }
 
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.

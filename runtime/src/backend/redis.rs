@@ -230,21 +230,22 @@ impl RedisBackend {
         })
     }
 
-    /// One attempt to take a read lease (`intent_for` zero) or the write
-    /// lease of the read/write lock `key`, as its kind says; a blocked
-    /// writer keeps its intent for `intent_for`. An attempt whose answer was
-    /// lost is undone in the background, as for a lock.
+    /// One attempt to take a read lease or the write lease of the
+    /// read/write lock `key`, as its kind says; blocked, a writer keeps its
+    /// intent, a reader its mark that readers wait, for `place` unless that
+    /// is zero. An attempt whose answer was lost is undone in the
+    /// background, as for a lock.
     pub(crate) async fn try_rw(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         ttl_ms: u64,
-        intent_for: Duration,
+        place: Duration,
     ) -> Result<Attempt, LockError> {
         let connection = &mut self.commands.clone();
         let reply = match key.kind {
-            KeyKind::Write => acquire_write(connection, key, token, ttl_ms, intent_for).await,
-            _ => acquire_read(connection, key, token, ttl_ms).await,
+            KeyKind::Write => acquire_write(connection, key, token, ttl_ms, place).await,
+            _ => acquire_read(connection, key, token, ttl_ms, place).await,
         };
         reply.map_err(|err| {
             let err = lock_error(err);

@@ -536,7 +536,7 @@ impl RedlockBackend {
         key: &LockKey,
         _token: &OwnerToken,
         _ttl_ms: u64,
-        _intent_for: Duration,
+        _place: Duration,
     ) -> Result<Attempt, LockError> {
         Err(Self::refuse_rwlock(key))
     }

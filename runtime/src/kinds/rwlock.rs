@@ -38,6 +38,11 @@ use crate::{LockError, LockManager, LockOptions};
 ///   and dropped 3 s after its last refresh; while any intent is live, new
 ///   readers wait too, so the readers inside drain and the writer gets in.
 ///   Among waiting writers there is no arrival order.
+/// - **Readers are not starved either.** A reader that has to wait marks
+///   it; a writer that releases while one is marked gives the readers a
+///   turn of 1 s, in which readers get in past the intents and no writer
+///   does. A waiting reader waits for at most the writer holding the lock
+///   and the next one.
 /// - **Waiting.** Woken by releases (Redis pub/sub, sharded on a Cluster):
 ///   a writer's release wakes every waiting reader and one writer of each
 ///   process, a reader's release one writer. A waiter also tries again when

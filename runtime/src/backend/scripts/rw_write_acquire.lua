@@ -2,27 +2,31 @@
 -- KEYS[1]  writer key (see rw_read_acquire.lua), also the release channel
 -- KEYS[2]  readers
 -- KEYS[3]  writers' intents
+-- KEYS[4]  readers' turn (see rw_read_acquire.lua)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lock or not; else, when it is held, keep (or
 --          refresh) this writer's intent for this many milliseconds
 -- Returns {1, 0}: the write lease is ours (the writer key holds our token
 --            with a TTL of ARGV[2]); our intent, if any, is withdrawn,
---         {0, ms}: held by a writer (ms: its remaining lease) or by readers
---            (ms: until the earliest reader's lease ends); -1 when unknown.
+--         {0, ms}: held by a writer (ms: its remaining lease), by readers
+--            (ms: until the earliest reader's lease ends) or kept for
+--            readers whose turn it is (ms: until the turn ends); -1 when
+--            unknown.
 --
 -- A writer takes the lock only when no writer holds it and no reader's
 -- lease is live. Writers' intents stop new readers (rw_read_acquire.lua) but
 -- not other writers: among waiting writers, the first attempt after a
 -- release wins. An intent expires unless its writer refreshes it with its
 -- next attempt, so a writer that died stops holding readers back within
--- ARGV[3]. Fencing tokens are issued on request by fence.lua, whose lock key
--- is the writer key.
+-- ARGV[3]. During the readers' turn no writer gets in. Fencing tokens are
+-- issued on request by fence.lua, whose lock key is the writer key.
 local token, lease, stay = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now_ms = drop_expired_permits(KEYS[2])
 drop_expired_permits(KEYS[3])
 local writer = redis.call('GET', KEYS[1])
-if writer == token or (not writer and redis.call('EXISTS', KEYS[2]) == 0) then
+local turn = redis.call('GET', KEYS[4]) == 'turn'
+if writer == token or (not writer and not turn and redis.call('EXISTS', KEYS[2]) == 0) then
   redis.call('SET', KEYS[1], token, 'PX', lease)
   redis.call('ZREM', KEYS[3], token)
   return {1, 0}
@@ -33,6 +37,9 @@ if stay > 0 then
 end
 if writer then
   return {0, redis.call('PTTL', KEYS[1])}
+end
+if turn then
+  return {0, redis.call('PTTL', KEYS[4])}
 end
 local earliest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
 return {0, tonumber(earliest) - now_ms}

@@ -4,7 +4,9 @@
 --          wait on
 -- KEYS[2]  writers' intents
 -- KEYS[3]  readers, also the channel writers wait on
+-- KEYS[4]  readers' turn (see rw_read_acquire.lua)
 -- ARGV[1]  owner token
+-- ARGV[2]  how long the readers' turn lasts, in milliseconds
 -- Returns 1 when our write lease was given back, 0 when it was no longer
 -- ours (its lease had ended, or the key was deleted or taken over).
 --
@@ -12,11 +14,17 @@
 -- and if that was the last one, readers it held back may now get in. Both
 -- cases publish `*` to readers, which wakes every waiting reader of each
 -- listening process (see backend/notify.rs), as any number of them may
--- enter at once, and `1` to writers, which wakes one of each process.
+-- enter at once, and `1` to writers, which wakes one of each process. A
+-- writer that gives the lock back while a reader waits gives the readers
+-- their turn: for ARGV[2], readers get in past the intents and no writer
+-- does.
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   released = 1
+  if redis.call('GET', KEYS[4]) == 'waiting' then
+    redis.call('SET', KEYS[4], 'turn', 'PX', ARGV[2])
+  end
 end
 local withdrawn = redis.call('ZREM', KEYS[2], ARGV[1])
 if released == 1 or withdrawn == 1 then
