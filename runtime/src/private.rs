@@ -1,9 +1,27 @@
 //! The one entry point the `#[distributed_lock]` expansion calls. Not a
 //! stable API.
 
+use std::fmt::Display;
 use std::future::Future;
 
 use crate::{installed, LockError, LockManager, LockOptions};
+
+/// A placeholder's value in a lock key: anything with `Display`.
+#[diagnostic::on_unimplemented(
+    message = "a key placeholder's value must implement `Display`, and `{Self}` does not",
+    label = "this placeholder's value has no `Display`",
+    note = "implement `Display` for it, or name a field or parameter that has it (a number, a string, an id type with `Display`)"
+)]
+pub trait KeyPart {
+    /// The value, to be formatted into the key.
+    fn key_part(&self) -> &dyn Display;
+}
+
+impl<T: Display> KeyPart for T {
+    fn key_part(&self) -> &dyn Display {
+        self
+    }
+}
 
 /// What an annotated function locks: its rendered key (or keys) and kind.
 #[derive(Debug)]

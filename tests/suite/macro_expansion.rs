@@ -208,6 +208,17 @@ mod shim {
             Lock(String),
         }
 
+        /// A placeholder's value, as the runtime's `KeyPart`.
+        pub trait KeyPart {
+            fn key_part(&self) -> &dyn std::fmt::Display;
+        }
+
+        impl<T: std::fmt::Display> KeyPart for T {
+            fn key_part(&self) -> &dyn std::fmt::Display {
+                self
+            }
+        }
+
         /// What a call does when busy; these tests wait.
         pub trait OnBusy<T> {}
 

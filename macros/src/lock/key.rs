@@ -17,6 +17,7 @@ use crate::shared::errors::Errors;
 pub(crate) fn format_call(
     key: &LitStr,
     sig: &Signature,
+    krate: &TokenStream,
     errors: &mut Errors,
 ) -> Option<TokenStream> {
     let text = key.value();
@@ -32,7 +33,7 @@ pub(crate) fn format_call(
     for placeholder in &template.placeholders {
         let span = span_of(key, placeholder.range.clone());
         match params.check(placeholder, &sig.ident) {
-            Ok(param) => arguments.push(access(placeholder, param, span)),
+            Ok(param) => arguments.push(key_part(access(placeholder, param, span), krate, span)),
             Err(message) => errors.push(syn::Error::new(span, message)),
         }
     }
@@ -56,6 +57,13 @@ fn span_of(key: &LitStr, range: Range<usize>) -> Span {
         .then(|| token.subspan(range.start + 1..range.end + 1))
         .flatten()
         .unwrap_or_else(|| key.span())
+}
+
+/// `value` as a part of the key: `__private::KeyPart` says, when it has no
+/// `Display`, what the key accepts (instead of the compiler's `{:?}` hint).
+fn key_part(value: TokenStream, krate: &TokenStream, location: Span) -> TokenStream {
+    let span = Span::call_site().located_at(location);
+    quote_spanned! {span=> #krate::__private::KeyPart::key_part(#value) }
 }
 
 /// `&root.field.field`, located at the placeholder so that a missing field or

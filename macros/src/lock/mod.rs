@@ -59,10 +59,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         open_transaction::check(&wrapped.sig, &mut errors);
     }
     let key = options.as_ref().and_then(|options| {
+        let krate = krate(options.crate_path.as_ref(), Span::call_site());
         let keys: Vec<TokenStream> = options
             .keys
             .iter()
-            .filter_map(|key| key::format_call(key, &wrapped.sig, &mut errors))
+            .filter_map(|key| key::format_call(key, &wrapped.sig, &krate, &mut errors))
             .collect();
         match (keys.len() == options.keys.len(), options.several) {
             (false, _) => None,
