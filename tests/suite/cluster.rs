@@ -542,40 +542,7 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
     let other = manager(&cluster).await;
     let (_, tag) = key_served_by(&cluster, 1, "any");
     let [sem, doc, plain] = ["sem", "doc", "plain"].map(|name| format!("{name}:{{{tag}}}"));
-    let lease = LockOptions::new().ttl(Duration::from_secs(20));
-    let permit = holder
-        .semaphore(&sem, 1)
-        .acquire(lease.clone())
-        .await
-        .unwrap();
-    let writer = holder
-        .rwlock(&doc)
-        .acquire_write(lease.clone())
-        .await
-        .unwrap();
-    let guard = holder.acquire(&plain, lease.clone()).await.unwrap();
-    let waiting = lease.wait(Duration::from_secs(40));
-    let woken_at = |name: &'static str, outcome: Result<(), LockError>| {
-        outcome.unwrap_or_else(|err| panic!("the {name} waiter: {err:?}"));
-        Instant::now()
-    };
-    let permit_waiter = tokio::spawn({
-        let (semaphore, options) = (other.semaphore(&sem, 1), waiting.clone());
-        async move { woken_at("permit", semaphore.acquire(options).await.map(drop)) }
-    });
-    let reader = tokio::spawn({
-        let (locks, options, doc) = (other.clone(), waiting.clone(), doc.clone());
-        async move {
-            woken_at(
-                "reader",
-                locks.rwlock(&doc).acquire_read(options).await.map(drop),
-            )
-        }
-    });
-    let lock_waiter = tokio::spawn({
-        let (locks, options, plain) = (other.clone(), waiting.clone(), plain.clone());
-        async move { woken_at("lock", locks.acquire(&plain, options).await.map(drop)) }
-    });
+    let waiting = support::EveryKindWaiting::start(&holder, &other, [&sem, &doc, &plain]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let primary = cluster.primaries()[1];
@@ -585,28 +552,5 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
         .primary_for_key(&tag)
         .expect("a primary serves the tag");
     assert_ne!(promoted.addr(), old);
-    // The holder's releases reach the promoted primary (after a MOVED).
-    let released = Instant::now();
-    within(permit.release()).await.expect("permit released");
-    within(writer.release())
-        .await
-        .expect("write lease released");
-    within(guard.release()).await.expect("lock released");
-    for (name, waiter) in [
-        ("permit", permit_waiter),
-        ("reader", reader),
-        ("lock", lock_waiter),
-    ] {
-        let woken = tokio::time::timeout(NO_HANG, waiter)
-            .await
-            .unwrap_or_else(|_| {
-                panic!("the {name} waiter still waits {NO_HANG:?} after the release")
-            })
-            .expect("waiter task");
-        let after = woken.saturating_duration_since(released);
-        assert!(
-            after < WOKEN,
-            "the {name} waiter got in {after:?} after the release on the new primary"
-        );
-    }
+    waiting.release_and_assert_woken_within(WOKEN).await;
 }

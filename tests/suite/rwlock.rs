@@ -66,28 +66,65 @@ async fn two_hundred_tasks_over_three_managers_never_overlap_a_writer() {
     writers_never_overlap_anyone(&managers, 200).await;
 }
 
-/// Readers keep arriving, each holding 60 ms, a new one every 10 ms (so
-/// readers are always inside): a writer that starts waiting among them gets
-/// the lock within 2 s, while readers still arrive.
-async fn waiting_writer_is_not_starved(readers: &LockManager, writer: &LockManager) {
+/// Which side of a read/write lock a task takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Read,
+    Write,
+}
+
+/// Holds the `side` lease of `key` through `locks` for 60 ms, waiting up to
+/// `wait` for it; returns how long it waited.
+async fn visit(
+    locks: &LockManager,
+    key: &str,
+    side: Side,
+    wait: Duration,
+    hold: Duration,
+) -> Duration {
+    let started = Instant::now();
+    let rwlock = locks.rwlock(key);
+    let options = waiting(wait);
+    let release = match side {
+        Side::Read => {
+            let guard = rwlock.acquire_read(options).await;
+            let guard = guard.unwrap_or_else(|err| panic!("{side:?} not starved: {err:?}"));
+            let waited = started.elapsed();
+            tokio::time::sleep(hold).await;
+            guard.release().await.map(|()| waited)
+        }
+        Side::Write => {
+            let guard = rwlock.acquire_write(options).await;
+            let guard = guard.unwrap_or_else(|err| panic!("{side:?} not starved: {err:?}"));
+            let waited = started.elapsed();
+            tokio::time::sleep(hold).await;
+            guard.release().await.map(|()| waited)
+        }
+    };
+    release.unwrap()
+}
+
+/// Tasks of side `arriving` keep coming through `crowd`, each holding 60 ms,
+/// a new one every 10 ms (so that side always holds the lock or waits for
+/// it): a task of the other side that starts waiting among them through
+/// `newcomer` gets in within 2 s, while they still arrive. Readers wait for
+/// at most the writer holding the lock and the next (the readers' turn);
+/// a writer for the readers inside to drain (its intent).
+async fn waiting_side_is_not_starved(crowd: &LockManager, newcomer: &LockManager, arriving: Side) {
+    let key = format!("starve-{arriving:?}");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let arrivals = {
-        let (readers, stop) = (readers.clone(), Arc::clone(&stop));
+        let (crowd, stop, key) = (crowd.clone(), Arc::clone(&stop), key.clone());
         tokio::spawn(async move {
             let mut visits = Vec::new();
             for _ in 0..1000 {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
                     break;
                 }
-                let readers = readers.clone();
+                let (crowd, key) = (crowd.clone(), key.clone());
                 visits.push(tokio::spawn(async move {
-                    let guard = readers
-                        .rwlock("hot")
-                        .acquire_read(waiting(Duration::from_secs(20)))
-                        .await
-                        .expect("a reader gets in once the writer is done");
-                    tokio::time::sleep(Duration::from_millis(60)).await;
-                    guard.release().await.unwrap();
+                    let hold = Duration::from_millis(60);
+                    visit(&crowd, &key, arriving, Duration::from_secs(60), hold).await;
                 }));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -95,95 +132,53 @@ async fn waiting_writer_is_not_starved(readers: &LockManager, writer: &LockManag
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let guard = writer
-        .rwlock("hot")
-        .acquire_write(waiting(Duration::from_secs(5)))
-        .await
-        .expect("the writer is not starved");
-    let waited = started.elapsed();
-    assert!(!arrivals.is_finished(), "readers stopped arriving");
-    guard.release().await.unwrap();
+    let other = match arriving {
+        Side::Read => Side::Write,
+        Side::Write => Side::Read,
+    };
+    let waited = visit(
+        newcomer,
+        &key,
+        other,
+        Duration::from_secs(5),
+        Duration::ZERO,
+    )
+    .await;
+    assert!(
+        !arrivals.is_finished(),
+        "{arriving:?} tasks stopped arriving"
+    );
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(
         waited < Duration::from_secs(2),
-        "the writer waited {waited:?} among arriving readers"
+        "the {other:?} task waited {waited:?} among arriving {arriving:?} tasks"
     );
     let visits = within(arrivals).await.unwrap();
-    join_within(visits, Duration::from_secs(30), "the readers").await;
+    join_within(visits, Duration::from_secs(60), "the arriving tasks").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiting_writer_completes_while_readers_keep_arriving() {
     let harness = Harness::redis().await;
-    waiting_writer_is_not_starved(&harness.a, &harness.b).await;
+    waiting_side_is_not_starved(&harness.a, &harness.b, Side::Read).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_waiting_writer_completes_while_readers_keep_arriving() {
     let harness = Harness::memory();
-    waiting_writer_is_not_starved(&harness.a, &harness.b).await;
-}
-
-/// Writers keep arriving, each holding 60 ms, a new one every 10 ms (so a
-/// writer always holds the lock or waits for it): a reader that starts
-/// waiting among them gets in within 2 s, while writers still arrive. It
-/// waits at most for the writer that holds the lock and the next: when a
-/// writer leaves while a reader waits, the readers get their turn.
-async fn waiting_reader_is_not_starved(writers: &LockManager, reader: &LockManager) {
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let arrivals = {
-        let (writers, stop) = (writers.clone(), Arc::clone(&stop));
-        tokio::spawn(async move {
-            let mut visits = Vec::new();
-            for _ in 0..1000 {
-                if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    break;
-                }
-                let writers = writers.clone();
-                visits.push(tokio::spawn(async move {
-                    let guard = writers
-                        .rwlock("busy")
-                        .acquire_write(waiting(Duration::from_secs(60)))
-                        .await
-                        .expect("a writer gets in once the reader is done");
-                    tokio::time::sleep(Duration::from_millis(60)).await;
-                    guard.release().await.unwrap();
-                }));
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            visits
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let guard = reader
-        .rwlock("busy")
-        .acquire_read(waiting(Duration::from_secs(5)))
-        .await
-        .expect("the reader is not starved");
-    let waited = started.elapsed();
-    assert!(!arrivals.is_finished(), "writers stopped arriving");
-    guard.release().await.unwrap();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    assert!(
-        waited < Duration::from_secs(2),
-        "the reader waited {waited:?} among arriving writers"
-    );
-    let visits = within(arrivals).await.unwrap();
-    join_within(visits, Duration::from_secs(60), "the writers").await;
+    waiting_side_is_not_starved(&harness.a, &harness.b, Side::Read).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiting_reader_completes_while_writers_keep_arriving() {
     let harness = Harness::redis().await;
-    waiting_reader_is_not_starved(&harness.a, &harness.b).await;
+    waiting_side_is_not_starved(&harness.a, &harness.b, Side::Write).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_waiting_reader_completes_while_writers_keep_arriving() {
     let harness = Harness::memory();
-    waiting_reader_is_not_starved(&harness.a, &harness.b).await;
+    waiting_side_is_not_starved(&harness.a, &harness.b, Side::Write).await;
 }
 
 /// A read lease whose member is removed behind its back is reported lost by

@@ -870,40 +870,7 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
     let topology = RedisSentinel::start();
     let holder = manager(&topology).await;
     let other = manager(&topology).await;
-    let lease = LockOptions::new().ttl(Duration::from_secs(20));
-    let permit = holder
-        .semaphore("sem", 1)
-        .acquire(lease.clone())
-        .await
-        .unwrap();
-    let writer = holder
-        .rwlock("doc")
-        .acquire_write(lease.clone())
-        .await
-        .unwrap();
-    let plain = holder.acquire("plain", lease.clone()).await.unwrap();
-    let waiting = lease.wait(Duration::from_secs(40));
-    let woken_at = |name: &'static str, outcome: Result<(), LockError>| {
-        outcome.unwrap_or_else(|err| panic!("the {name} waiter: {err:?}"));
-        Instant::now()
-    };
-    let permit_waiter = tokio::spawn({
-        let (semaphore, options) = (other.semaphore("sem", 1), waiting.clone());
-        async move { woken_at("permit", semaphore.acquire(options).await.map(drop)) }
-    });
-    let reader = tokio::spawn({
-        let (locks, options) = (other.clone(), waiting.clone());
-        async move {
-            woken_at(
-                "reader",
-                locks.rwlock("doc").acquire_read(options).await.map(drop),
-            )
-        }
-    });
-    let lock_waiter = tokio::spawn({
-        let (locks, options) = (other.clone(), waiting.clone());
-        async move { woken_at("lock", locks.acquire("plain", options).await.map(drop)) }
-    });
+    let waiting = support::EveryKindWaiting::start(&holder, &other, ["sem", "doc", "plain"]).await;
     let channels = ["lock-sem:sem", "lock-rw:doc", "lock:plain"];
     for channel in channels {
         assert_subscribed_soon(topology.primary(), channel).await;
@@ -916,27 +883,5 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
     for channel in channels {
         assert_subscribed_soon(promoted, channel).await;
     }
-    let released = Instant::now();
-    within(permit.release()).await.expect("permit released");
-    within(writer.release())
-        .await
-        .expect("write lease released");
-    within(plain.release()).await.expect("lock released");
-    for (name, waiter) in [
-        ("permit", permit_waiter),
-        ("reader", reader),
-        ("lock", lock_waiter),
-    ] {
-        let woken = tokio::time::timeout(NO_HANG, waiter)
-            .await
-            .unwrap_or_else(|_| {
-                panic!("the {name} waiter still waits {NO_HANG:?} after the release")
-            })
-            .expect("waiter task");
-        let after = woken.saturating_duration_since(released);
-        assert!(
-            after < WOKEN,
-            "the {name} waiter got in {after:?} after the release on the new primary"
-        );
-    }
+    waiting.release_and_assert_woken_within(WOKEN).await;
 }

@@ -7,6 +7,7 @@
 //! | [`acl`] | the least-privilege ACL of a service; servers, cluster users and managers under it |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
 //! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend |
+//! | [`every_kind`] | a holder and a waiter of every kind, for failover tests |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
 //! | [`options`] | the lock options tests use again and again |
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
@@ -31,6 +32,7 @@ pub mod assertions;
 pub mod cancel;
 pub mod cluster;
 pub mod conformance;
+pub mod every_kind;
 pub mod fencing;
 pub mod harness;
 pub mod occupancy;
@@ -48,6 +50,7 @@ pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
 pub(crate) use conformance::conformance;
+pub use every_kind::*;
 pub use fencing::*;
 pub use harness::*;
 pub use occupancy::*;
