@@ -4,42 +4,42 @@
 //!
 //! # Map
 //!
-//! A call flows through these parts, each its own module:
+//! The modules are layered, from the foundation to the façade. The backend
+//! depends on the foundation only; a lease keeps a handle of its manager
+//! (to release through its backend and runtime), the one way back up.
 //!
-//! 1. **Attribute** (`leasehold-macros`): rewrites an annotated `async fn`
-//!    into one call of `__private::locked::<OnBusy, ..>(manager, target, options, body)`.
-//! 2. **`LockManager`** (`manager`): `acquire`, `try_acquire` and `with_lock`.
-//!    It looks for a re-entry first (`scope`), then makes attempts; a busy lock
-//!    joins a **wait queue** (`wait_queue`) and retries when a release wakes it
-//!    or the holder's TTL runs out. An attempt in flight whose caller goes away
-//!    is undone (`pending`).
-//! 3. **Backend** (`backend`): where locks live: one Redis server or a Redis
-//!    Cluster (every name of a lock in one hash slot, see `keys`), the
-//!    primary Redis Sentinel names (followed across failovers), Redlock over
-//!    N masters, or process memory. Each offers try-lock, unlock, renew, fence
-//!    and watch; the Redis ones run a plain `SET NX PX` for an uncontended
-//!    attempt and one Lua script for every other step (`backend/scripts`), and
-//!    publish hand-offs and releases that `backend/notify` turns into wake-ups.
-//! 4. **Lease** (`lease`): one granted acquisition: key, owner token (128
-//!    random bits and who holds the lock, see `token`), its
-//!    fencing token once asked for, and its status (held until an instant, or
-//!    lost). Its validity is counted from when the acquisition was sent, less
-//!    a safety margin.
-//! 5. **Watchdog** (`watchdog`): one timer per manager renews every lease at
-//!    ttl/3 and reports a lease lost when renewal is refused or no renewal was
-//!    granted before its validity ends.
-//! 6. **Guard** (`guard`): the RAII handle of a lease; releases exactly once,
-//!    on `release()` or drop.
-//! 7. **Lock scope** (`scope`): the body run under a lock and everything it
-//!    awaits; it owns the lock for re-entrancy and knows its fencing tokens.
-//!
-//! Built on these parts: leader election (`leader`), counting semaphores
-//! (`semaphore`), whose permits are leases on a set of holders, each renewed
-//! by the watchdog and given back by the guard like a lock, read/write
-//! locks (`rwlock`, guards in `rw_guard`), whose readers hold leases in a set
-//! like permits and whose writer holds a lock's key, and what operators ask
-//! of a lock, a semaphore or a read/write lock (`operations`: inspect, list,
-//! force release).
+//! - **Foundation**: `error`, `options`, `keys` (every Redis name of a lock,
+//!   and why none collide), `token` (owner tokens and who holds them),
+//!   `validity` (how long a lease is certainly ours), `redact`, `telemetry`.
+//! - **`backend/`**: where locks live: one Redis server or a Redis Cluster
+//!   (every name of a lock in one hash slot), the primary Redis Sentinel
+//!   names (followed across failovers, `backend/sentinel`), Redlock over N
+//!   masters, or process memory. Each offers the same steps (try, unlock,
+//!   renew, fence, watch), dispatched in one place; the Redis ones run a
+//!   plain `SET NX PX` for an uncontended attempt and one Lua script for
+//!   every other step (`backend/scripts`), and publish hand-offs and releases
+//!   that `backend/notify` turns into wake-ups of local wait queues
+//!   (`backend/wait_queue`).
+//! - **`lease/`**: one granted acquisition (key, owner token, fencing token
+//!   once asked for, held-until or lost); the `watchdog`, one timer per
+//!   manager, renewing every lease at ttl/3 and reporting it lost when
+//!   renewal is refused or late; the `guard` core every guard holds
+//!   (`HeldLease`, released exactly once, on `release()` or drop); the lock
+//!   `scope` (the body under a lock, which owns it for re-entrancy); and the
+//!   `body` runner behind every `with_*` call.
+//! - **`acquire/`**: the one attempt→wait→retry engine of every kind: a
+//!   re-entry first, then attempts; a busy key is watched for releases,
+//!   retried when one wakes it, the blocking lease would end or its place on
+//!   the server needs refreshing; an attempt in flight whose caller goes away
+//!   is undone (`acquire/pending`).
+//! - **`kinds/`**: what each kind asks of the engine and the guards it
+//!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
+//!   guards in `rw_guard`), semaphores, leader election.
+//! - **`manager`**: the façade users hold; `builder` and `install` make it.
+//! - **`admin`**: what operators ask (inspect, list, force release) and the
+//!   answers' types.
+//! - **`private`**: the one entry point the attribute's expansion calls,
+//!   `__private::locked::<OnBusy, ..>(manager, target, options, body)`.
 //!
 //! No password leaves the crate: every URL kept for an error, a `Debug`
 //! output or a log line is redacted first (`redact`).
