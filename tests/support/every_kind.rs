@@ -83,6 +83,7 @@ impl EveryKindWaiting {
                 })
                 .expect("waiter task");
             let after = woken.saturating_duration_since(released);
+            eprintln!("the {name} waiter got in {after:?} after the release");
             assert!(
                 after < bound,
                 "the {name} waiter got in {after:?} after the release on the new primary"
