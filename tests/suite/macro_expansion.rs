@@ -203,28 +203,7 @@ mod shim {
     pub mod __private {
         use super::*;
 
-        /// What the expansion locks; these tests lock one key.
-        pub enum Target {
-            Lock(String),
-        }
-
-        /// A placeholder's value, as the runtime's `KeyPart`.
-        pub trait KeyPart {
-            fn key_part(&self) -> &dyn std::fmt::Display;
-        }
-
-        impl<T: std::fmt::Display> KeyPart for T {
-            fn key_part(&self) -> &dyn std::fmt::Display {
-                self
-            }
-        }
-
-        /// What a call does when busy; these tests wait.
-        pub trait OnBusy<T> {}
-
-        pub struct Wait;
-
-        impl<T> OnBusy<T> for Wait {}
+        crate::support::shim_private_items!();
 
         pub async fn locked<B, F, T, E>(
             manager: Option<LockManager>,

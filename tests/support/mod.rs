@@ -15,6 +15,7 @@
 //! | [`sentinel`] | a Sentinel topology shared by concurrent tests; managers connected through it |
 //! | [`cluster`] | a Redis Cluster shared by concurrent tests; managers connected to it |
 //! | [`server_state`] | what a `redis-server` holds: lock keys, fencing counters, subscribers |
+//! | [`shim`] | the items a stand-in for the crate provides for the attribute's expansion |
 //! | [`assertions`] | lost leases, owner tokens, validity |
 //! | [`restart`] | taking a lock again after a server restart |
 //! | [`fencing`] | a store that rejects stale fencing tokens |
@@ -22,10 +23,11 @@
 //! | `sql` (feature `sqlite` or `postgres`) | the error type and increment race of the `#[transactional]` tests |
 
 // `metrics.rs` and `secrets.rs` compile their own copy of this module and
-// use only part of it: without these, it would warn about the helpers (`dead_code`) and the
+// use only part of it: without these, it would warn about the helpers (`dead_code`,
+// `unused_macros`) and the
 // re-exports below (`unused_imports`) that only the suite uses. A helper no
 // test uses at all is not caught by them: `grep` under tests/.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod acl;
 pub mod assertions;
@@ -41,6 +43,7 @@ pub mod probes;
 pub mod restart;
 pub mod sentinel;
 pub mod server_state;
+pub mod shim;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub mod sql;
 pub mod wait;
@@ -59,6 +62,7 @@ pub use probes::*;
 pub use restart::*;
 pub use sentinel::*;
 pub use server_state::*;
+pub(crate) use shim::shim_private_items;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql::*;
 pub use wait::*;

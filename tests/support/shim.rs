@@ -1,0 +1,34 @@
+//! What a stand-in for the `leasehold` crate must provide, besides its own
+//! `locked`, for the `#[distributed_lock]` expansion to compile against it
+//! (`crate = shim` in `macro_expansion.rs` and `transactional_order.rs`).
+
+/// Declares, in the shim's `__private`, the items the expansion names
+/// around its `locked` call: `Target` (these shims lock one key),
+/// `KeyPart`, `OnBusy` and `Wait` (these shims wait).
+macro_rules! shim_private_items {
+    () => {
+        /// What the expansion locks; these tests lock one key.
+        pub enum Target {
+            Lock(String),
+        }
+
+        /// A placeholder's value, as the runtime's `KeyPart`.
+        pub trait KeyPart {
+            fn key_part(&self) -> &dyn std::fmt::Display;
+        }
+
+        impl<T: std::fmt::Display> KeyPart for T {
+            fn key_part(&self) -> &dyn std::fmt::Display {
+                self
+            }
+        }
+
+        /// What a call does when busy; these tests wait.
+        pub trait OnBusy<T> {}
+
+        pub struct Wait;
+
+        impl<T> OnBusy<T> for Wait {}
+    };
+}
+pub(crate) use shim_private_items;
