@@ -149,38 +149,6 @@ async fn waiter_that_misses_its_grant_message_still_gets_the_lock() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiter_keeps_waiting_through_connection_errors_while_its_wait_lasts() {
-    let (server, guard) = server_with_key_held().await;
-    let proxy = FaultProxy::start(server.addr());
-    let through_proxy = LockManager::builder()
-        .response_timeout(Duration::from_millis(200))
-        .connect(&proxy.url())
-        .await
-        .expect("connect through the proxy");
-    let waiter = tokio::spawn(async move {
-        through_proxy
-            .acquire(KEY, waiting(Duration::from_secs(20)))
-            .await
-            .map(|guard| guard.key().to_owned())
-    });
-    until_queued(&server, 1).await;
-    // Longer than a queued waiter's refresh (1 s): at least one of its
-    // attempts meets the cut, as during a failover.
-    proxy.cut();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    proxy.restore();
-    guard.release().await.expect("holder releases");
-    let outcome = timeout(DEAD_WAITER_BOUND + PROMPTLY, waiter)
-        .await
-        .expect("the waiter gets the lock once Redis answers again")
-        .expect("waiter task");
-    assert_eq!(
-        outcome.expect("connection errors within the wait are waited through"),
-        KEY
-    );
-}
-
 /// The server's clock in ms, as the queue scripts read it.
 fn server_ms(server: &RedisServer) -> i64 {
     let Ok(RespValue::Array(time)) = server.command(&["TIME"]) else {
@@ -226,10 +194,6 @@ async fn live_waiter_behind_many_dead_ones_is_not_overtaken() {
     }
 }
 
-/// How long the waiter cut off from Redis waits: it keeps trying through
-/// connection errors until then, as a waiter does through a failover.
-const CUT_OFF_WAIT: Duration = Duration::from_secs(3);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter() {
     let (server, guard) = server_with_key_held().await;
@@ -239,10 +203,9 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
         .connect(&proxy.url())
         .await
         .expect("connect through the proxy");
-    let started = Instant::now();
     let first = tokio::spawn(async move {
         cut_off
-            .acquire(KEY, waiting(CUT_OFF_WAIT))
+            .acquire(KEY, waiting(Duration::from_secs(10)))
             .await
             .map(|guard| guard.key().to_owned())
     });
@@ -266,13 +229,10 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
     )
     .await;
     assert!(released.elapsed() < DEAD_WAITER_BOUND);
-    let first = timeout(
-        CUT_OFF_WAIT.saturating_sub(started.elapsed()) + PROMPTLY,
-        first,
-    )
-    .await
-    .expect("the cut-off waiter gives up when its wait runs out")
-    .expect("waiter task");
+    let first = timeout(PROMPTLY, first)
+        .await
+        .expect("the cut-off waiter gives up")
+        .expect("waiter task");
     assert!(
         matches!(first, Err(LockError::Connection(_))),
         "the cut-off waiter must not believe it holds the lock: {first:?}"

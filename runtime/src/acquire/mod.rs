@@ -16,10 +16,10 @@
 //!   lock to this waiter is confirmed with one more step.
 //! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
 //!   the last attempt decides, and the result is `Ok(None)`.
-//! - **Connection errors while waiting** (a failover, a restart) are retried
-//!   with a growing pause while the wait has time left; the last one is
-//!   returned when it runs out. An error on the first attempt returns at
-//!   once: a caller that did not wait yet is told at once.
+//! - **Connection errors** end the acquisition at once, also while waiting:
+//!   an attempt whose answer was lost may have been granted, and the
+//!   backend undoes it in the background with the same owner token, so a
+//!   retry with that token could be granted and then undone.
 //! - **Cancellation.** Dropped at any `.await`, an acquisition leaves nothing
 //!   behind: an attempt in flight, a place in a queue and an intent are
 //!   undone by [`pending::PendingAcquire`].
@@ -62,13 +62,6 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
-
-/// Pause after a waiter's first connection error; it doubles per error in a
-/// row, up to [`LONGEST_ERROR_PAUSE`].
-const FIRST_ERROR_PAUSE: Duration = Duration::from_millis(50);
-
-/// Longest pause after a connection error while waiting.
-const LONGEST_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
 /// What an acquisition asks for: the kind's one atomic step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -498,7 +491,6 @@ impl Request<'_> {
         let mut watched_on = self.backend.notifier();
         let mut ticket = self.watch(deadline).await;
         let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
-        let mut errors_in_row = 0;
         loop {
             if let Some(at) = retry_at {
                 if self.backend.notifier() != watched_on {
@@ -509,45 +501,27 @@ impl Request<'_> {
                 }
                 let at = deadline.map_or(at, |deadline| at.min(deadline));
                 if self.sleep_until(at, &mut ticket).await == Some(Wake::Granted) {
-                    match self.confirm_grant().await {
-                        Ok(Some(granted)) => {
-                            self.label.handoff();
-                            tracing::debug!(
-                                key = self.key.user,
-                                "lock handed over by its releaser"
-                            );
-                            return Ok(Some(granted));
-                        }
-                        Ok(None) => {}
-                        Err(err) => {
-                            retry_at = Some(self.after_error(err, deadline, &mut errors_in_row)?);
-                            continue;
-                        }
+                    if let Some(granted) = self.confirm_grant().await? {
+                        self.label.handoff();
+                        tracing::debug!(key = self.key.user, "lock handed over by its releaser");
+                        return Ok(Some(granted));
                     }
                     if let Some(ticket) = ticket.as_mut() {
                         ticket.expect_grant(self.token.as_str());
                     }
                 }
             }
-            let outcome = match self.attempt(self.place).await {
-                Ok((outcome, sent)) => {
-                    errors_in_row = 0;
-                    if let Some(ticket) = ticket.as_mut() {
-                        // A waiter let in with room left passes its wake-up on
-                        // to the next local waiter when its ticket is dropped.
-                        if !matches!(outcome, Outcome::Granted { room_left: true }) {
-                            ticket.wake_used();
-                        }
-                    }
-                    match outcome {
-                        Outcome::Granted { .. } => return Ok(Some(sent)),
-                        Outcome::Busy { remaining } => remaining,
-                    }
+            let (outcome, sent) = self.attempt(self.place).await?;
+            if let Some(ticket) = ticket.as_mut() {
+                // A waiter let in with room left passes its wake-up on to the
+                // next local waiter when its ticket is dropped.
+                if !matches!(outcome, Outcome::Granted { room_left: true }) {
+                    ticket.wake_used();
                 }
-                Err(err) => {
-                    retry_at = Some(self.after_error(err, deadline, &mut errors_in_row)?);
-                    continue;
-                }
+            }
+            let outcome = match outcome {
+                Outcome::Granted { .. } => return Ok(Some(sent)),
+                Outcome::Busy { remaining } => remaining,
             };
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
@@ -591,32 +565,6 @@ impl Request<'_> {
             None => {
                 tokio::time::sleep_until(at.into()).await;
                 None
-            }
-        }
-    }
-
-    /// When to try again after `err` while waiting: a connection error is
-    /// retried after a pause that grows with `errors_in_row`, if the wait has
-    /// time left; anything else, or no time left, ends the wait with `err`.
-    fn after_error(
-        &self,
-        err: LockError,
-        deadline: Option<Instant>,
-        errors_in_row: &mut u32,
-    ) -> Result<Instant, LockError> {
-        if !matches!(err, LockError::Connection(_)) {
-            return Err(err);
-        }
-        let pause = FIRST_ERROR_PAUSE
-            .saturating_mul(1 << (*errors_in_row).min(8))
-            .min(LONGEST_ERROR_PAUSE);
-        *errors_in_row += 1;
-        let at = Instant::now() + pause;
-        match deadline {
-            Some(deadline) if at >= deadline => Err(err),
-            _ => {
-                tracing::debug!(key = self.key.user, error = %err, ?pause, "connection error while waiting; trying again");
-                Ok(at)
             }
         }
     }
