@@ -203,9 +203,12 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
         .connect(&proxy.url())
         .await
         .expect("connect through the proxy");
+    // Long enough to be queued when the release comes; it then rides out
+    // the cut until its wait ends.
+    let first_wait = Duration::from_secs(3);
     let first = tokio::spawn(async move {
         cut_off
-            .acquire(KEY, waiting(Duration::from_secs(10)))
+            .acquire(KEY, waiting(first_wait))
             .await
             .map(|guard| guard.key().to_owned())
     });
@@ -229,9 +232,9 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter()
     )
     .await;
     assert!(released.elapsed() < DEAD_WAITER_BOUND);
-    let first = timeout(PROMPTLY, first)
+    let first = timeout(first_wait + PROMPTLY, first)
         .await
-        .expect("the cut-off waiter gives up")
+        .expect("the cut-off waiter gives up by its deadline")
         .expect("waiter task");
     assert!(
         matches!(first, Err(LockError::Connection(_))),

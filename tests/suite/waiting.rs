@@ -11,9 +11,10 @@ use crate::support;
 use std::time::Duration;
 
 use leasehold::LockError;
+use leasehold_testkit::{FaultProxy, RedisServer};
 use support::{
-    assert_subscribed_soon, drop_after_polls, join_within, long, poll_async, reconnect,
-    subscribed_channels, waiting, Harness, PROMPTLY,
+    assert_subscribed_soon, drop_after_polls, join_within, keys_besides_fences, long, poll_async,
+    reconnect, subscribed_channels, waiting, Harness, PROMPTLY,
 };
 use tokio::time::{sleep, timeout};
 
@@ -132,6 +133,47 @@ async fn waiter_returns_by_its_deadline_while_redis_is_down() {
         result.is_err(),
         "a waiter got a lock from a dead server: {result:?}"
     );
+}
+
+/// A waiter whose attempt meets a connection error while its wait has time
+/// left (here a cut link; a failover or a restart looks the same to it)
+/// tries again with a fresh owner token once the link is back, and gets in
+/// when the holder leaves: every kind. Before, it failed at once with
+/// `Connection`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_of_every_kind_ride_out_a_cut_link() {
+    let server = RedisServer::start();
+    let link = FaultProxy::start(server.addr());
+    let holder = support::connect(&server.url()).await;
+    let other = support::connect(&link.url()).await;
+    let waiting = support::EveryKindWaiting::start(&holder, &other, ["sem", "doc", "plain"]).await;
+    let channels = ["lock-sem:sem", "lock-rw:doc", "lock:plain"];
+    for channel in channels {
+        assert_subscribed_soon(&server, channel).await;
+    }
+    // Longer than a queued waiter's place refresh (1 s): the lock waiter and
+    // the reader each meet the cut at least once.
+    let _link = tokio::task::spawn_blocking(move || {
+        link.cut();
+        std::thread::sleep(Duration::from_millis(2_500));
+        link.restore();
+        link
+    })
+    .await
+    .unwrap();
+    for channel in channels {
+        assert_subscribed_soon(&server, channel).await;
+    }
+    waiting
+        .release_and_assert_woken_within(Duration::from_secs(3))
+        .await;
+    // The tokens given up on during the cut gave back their places.
+    let clean = poll_async(PROMPTLY, || async {
+        keys_besides_fences(&server, "*").is_empty()
+    })
+    .await;
+    let left = keys_besides_fences(&server, "*");
+    assert!(clean, "left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

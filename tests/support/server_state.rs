@@ -47,6 +47,19 @@ pub fn subscribed_channels(server: &RedisServer, pattern: &str) -> Vec<String> {
     }
 }
 
+/// The keys the server holds that match the glob `pattern`, fencing
+/// counters aside (they outlive every lease on purpose).
+pub fn keys_besides_fences(server: &RedisServer, pattern: &str) -> Vec<String> {
+    match server.command(&["KEYS", pattern]) {
+        Ok(RespValue::Array(keys)) => keys
+            .iter()
+            .filter_map(|key| key.as_str().map(str::to_owned))
+            .filter(|key| !key.contains("fence"))
+            .collect(),
+        other => panic!("KEYS replied {other:?}"),
+    }
+}
+
 /// Asserts that the server gets a subscriber for `channel` (and no other
 /// channel matching it) within [`PROMPTLY`]: a waiter that has not subscribed
 /// can only be woken by the holder's TTL.

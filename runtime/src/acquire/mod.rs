@@ -16,10 +16,15 @@
 //!   lock to this waiter is confirmed with one more step.
 //! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
 //!   the last attempt decides, and the result is `Ok(None)`.
-//! - **Connection errors** end the acquisition at once, also while waiting:
-//!   an attempt whose answer was lost may have been granted, and the
-//!   backend undoes it in the background with the same owner token, so a
-//!   retry with that token could be granted and then undone.
+//! - **Connection errors.** The first attempt's ends the acquisition at
+//!   once (a server that is down is reported, not waited for). A waiter
+//!   rides them out while its wait has time left, for up to [`RIDE_OUT`] in
+//!   a row (a failover, a restart): it tries again, backing off, each time
+//!   with a fresh owner token and so at the back of the queue. An attempt
+//!   whose answer was lost may have been granted, and the backend undoes it
+//!   in the background with the token it was sent with; a retry with that
+//!   token could be granted and then undone. Past the wait or the ride-out,
+//!   the last connection error is the result.
 //! - **Cancellation.** Dropped at any `.await`, an acquisition leaves nothing
 //!   behind: an attempt in flight, a place in a queue and an intent are
 //!   undone by [`pending::PendingAcquire`].
@@ -38,7 +43,7 @@ use crate::lease::guard::LockGuard;
 use crate::lease::{scope, Lease};
 use crate::options::MinReplicas;
 use crate::telemetry::MetricLabel;
-use crate::token::OwnerToken;
+use crate::token::{Identity, OwnerToken};
 use crate::{LockError, LockManager, LockOptions};
 use pending::PendingAcquire;
 
@@ -59,6 +64,27 @@ const PLACE_REFRESH: Duration = Duration::from_secs(1);
 /// Longest pause of a waiter between two attempts, whatever TTL the holder
 /// reports (any client may have set a key with a huge TTL).
 const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
+
+/// A waiter's first pause after a connection error; each further error in a
+/// row doubles it, up to [`PLACE_REFRESH`].
+const FIRST_OUTAGE_PAUSE: Duration = Duration::from_millis(50);
+
+/// Longest run of connection errors a waiter rides out (enough for a Sentinel
+/// or Cluster failover): past it the acquisition fails with the last error,
+/// also when its `wait` has time left.
+const RIDE_OUT: Duration = Duration::from_secs(30);
+
+/// The connection errors one waiter has met in a row.
+struct Outage<'a> {
+    since: Instant,
+    /// How long to pause before the next attempt.
+    pause: Duration,
+    /// The owner tokens given up on during the outage, each given back
+    /// (its place, a grant, a lock whose answer was lost) when the outage
+    /// ends, or when the acquisition does: a give-back sent while the
+    /// server cannot be reached would be lost too.
+    abandoned: Vec<PendingAcquire<'a>>,
+}
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
@@ -307,23 +333,25 @@ async fn run(
         return ask.reenter(user, options, lease).map(Some);
     }
     let backend = manager.backend();
-    let token = OwnerToken::issue(manager.identity(), ttl_ms, options.label.as_deref());
     let hands_off = ask == Ask::Lock && backend.hands_off();
     let place = match ask {
         Ask::Lock if hands_off => PLACE_KEPT,
         Ask::Read | Ask::Write if !wait.is_zero() => PLACE_KEPT,
         _ => Duration::ZERO,
     };
-    let request = Request {
+    let mut request = Request {
         backend,
         key: &key,
-        token: &token,
+        token: OwnerToken::issue(manager.identity(), ttl_ms, options.label.as_deref()),
+        issuer: manager.identity(),
+        token_label: options.label.as_deref(),
         ttl_ms,
         replicas,
         ask,
         place,
         hands_off,
         label,
+        placed: None,
     };
     let started = Instant::now();
     // A writer's intent (which holds new readers back) and a reader's mark
@@ -338,7 +366,9 @@ async fn run(
     } else {
         place
     };
-    let mut placed = (!first_place.is_zero()).then(|| PendingAcquire::new(backend, &key, &token));
+    if !first_place.is_zero() {
+        request.hold_place();
+    }
     // A newcomer that finds this process's waiters on the lock does not race
     // them with a plain attempt. Where waiters are only woken (not handed the
     // lock), it queues behind them locally: a task that just released would
@@ -375,8 +405,8 @@ async fn run(
             return Err(busy(user, remaining));
         }
         Outcome::Busy { remaining } => {
-            if placed.is_none() && !place.is_zero() {
-                placed = Some(PendingAcquire::new(backend, &key, &token));
+            if request.placed.is_none() && !place.is_zero() {
+                request.hold_place();
             }
             let queue_behind = behind_local_waiters && !hands_off;
             tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, queue_behind, "waiting");
@@ -390,7 +420,7 @@ async fn run(
     tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "acquired");
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
-    PendingAcquire::settle(placed);
+    let token = request.settled();
     let lease = manager.start_lease(key, token, options, sent);
     let guard = LockGuard::owner(lease);
     match fence {
@@ -409,7 +439,11 @@ async fn run(
 struct Request<'a> {
     backend: &'a Arc<Backend>,
     key: &'a LockKey,
-    token: &'a OwnerToken,
+    /// The owner token attempts ask with; a fresh one after a connection
+    /// error (see [`Request::start_over`]).
+    token: OwnerToken,
+    issuer: &'a Identity,
+    token_label: Option<&'a str>,
     ttl_ms: u64,
     replicas: Option<MinReplicas>,
     ask: Ask,
@@ -418,14 +452,17 @@ struct Request<'a> {
     /// Whether a release hands the lock to the first queued waiter.
     hands_off: bool,
     label: &'a MetricLabel,
+    /// The place this waiter keeps on the server, given back (with whatever
+    /// was granted to `token`) if the acquisition ends without the lease.
+    placed: Option<PendingAcquire<'a>>,
 }
 
-impl Request<'_> {
+impl<'a> Request<'a> {
     /// One attempt (keeping a place for `place` if the key is busy and that
     /// is not zero), undone if the caller goes away while it is in flight;
     /// returns its outcome and when it was sent.
     async fn attempt(&self, place: Duration) -> Result<(Outcome, Instant), LockError> {
-        let (backend, key, token, ttl_ms) = (self.backend, self.key, self.token, self.ttl_ms);
+        let (backend, key, token, ttl_ms) = (self.backend, self.key, &self.token, self.ttl_ms);
         let pending = PendingAcquire::new(backend, key, token);
         let sent = Instant::now();
         let outcome = match self.ask {
@@ -457,13 +494,13 @@ impl Request<'_> {
         Option<(u64, Instant)>,
     ) {
         let fence = async {
-            let issued = self.backend.fence(self.key, self.token, self.ttl_ms).await;
+            let issued = self.backend.fence(self.key, &self.token, self.ttl_ms).await;
             (issued, Instant::now())
         };
         // The attempt settles as soon as its own answer is in, but the lock
         // has no guard until both are: a caller that goes away while the
         // token's answer is on its way must give the lock back too.
-        let pending = PendingAcquire::new(self.backend, self.key, self.token);
+        let pending = PendingAcquire::new(self.backend, self.key, &self.token);
         let (attempt, (issued, issued_at)) = tokio::join!(self.attempt(Duration::ZERO), fence);
         pending.settled();
         let fence = match (&attempt, issued) {
@@ -477,10 +514,11 @@ impl Request<'_> {
     /// its releases, then tries again when a release wakes it, when the
     /// blocking lease would end, or when its place needs refreshing; a
     /// newcomer that `queue_behind` this process's waiters first gives them a
-    /// head start. Returns the send time of the granted attempt, or `None`
-    /// when the wait ran out.
+    /// head start. Connection errors are ridden out (see
+    /// [`ride_out`](Self::ride_out)). Returns the send time of the granted
+    /// attempt, or `None` when the wait ran out.
     async fn wait(
-        &self,
+        &mut self,
         started: Instant,
         wait: Duration,
         queue_behind: bool,
@@ -491,6 +529,7 @@ impl Request<'_> {
         let mut watched_on = self.backend.notifier();
         let mut ticket = self.watch(deadline).await;
         let mut retry_at = queue_behind.then(|| Instant::now() + QUEUE_BEHIND_FALLBACK);
+        let mut outage = None;
         loop {
             if let Some(at) = retry_at {
                 if self.backend.notifier() != watched_on {
@@ -501,17 +540,36 @@ impl Request<'_> {
                 }
                 let at = deadline.map_or(at, |deadline| at.min(deadline));
                 if self.sleep_until(at, &mut ticket).await == Some(Wake::Granted) {
-                    if let Some(granted) = self.confirm_grant().await? {
-                        self.label.handoff();
-                        tracing::debug!(key = self.key.user, "lock handed over by its releaser");
-                        return Ok(Some(granted));
-                    }
-                    if let Some(ticket) = ticket.as_mut() {
-                        ticket.expect_grant(self.token.as_str());
+                    match self.confirm_grant().await {
+                        Ok(Some(granted)) => {
+                            self.label.handoff();
+                            tracing::debug!(
+                                key = self.key.user,
+                                "lock handed over by its releaser"
+                            );
+                            return Ok(Some(granted));
+                        }
+                        Ok(None) => {
+                            if let Some(ticket) = ticket.as_mut() {
+                                ticket.expect_grant(self.token.as_str());
+                            }
+                        }
+                        Err(err) => {
+                            let at = self.ride_out(err, &mut outage, deadline, ticket.as_mut())?;
+                            retry_at = Some(at);
+                            continue;
+                        }
                     }
                 }
             }
-            let (outcome, sent) = self.attempt(self.place).await?;
+            let (outcome, sent) = match self.attempt(self.place).await {
+                Ok(answer) => answer,
+                Err(err) => {
+                    retry_at = Some(self.ride_out(err, &mut outage, deadline, ticket.as_mut())?);
+                    continue;
+                }
+            };
+            outage = None;
             if let Some(ticket) = ticket.as_mut() {
                 // A waiter let in with room left passes its wake-up on to the
                 // next local waiter when its ticket is dropped.
@@ -536,6 +594,76 @@ impl Request<'_> {
             };
             retry_at = Some(now + pause);
         }
+    }
+
+    /// After a step of the wait met `err`: a connection error (a failover,
+    /// a restart, a dropped link) with time left in the wait, and less than
+    /// [`RIDE_OUT`] into the outage, starts over with a fresh owner token
+    /// and says when to try again, backing off from [`FIRST_OUTAGE_PAUSE`]
+    /// to [`PLACE_REFRESH`]. Anything else, or an outage that outlasts
+    /// either, ends the acquisition with `err`.
+    fn ride_out(
+        &mut self,
+        err: LockError,
+        outage: &mut Option<Outage<'a>>,
+        deadline: Option<Instant>,
+        ticket: Option<&mut WaitTicket>,
+    ) -> Result<Instant, LockError> {
+        let LockError::Connection(reason) = &err else {
+            return Err(err);
+        };
+        let now = Instant::now();
+        let outage = outage.get_or_insert_with(|| Outage {
+            since: now,
+            pause: FIRST_OUTAGE_PAUSE,
+            abandoned: Vec::new(),
+        });
+        let out_of_time = deadline.is_some_and(|deadline| now >= deadline);
+        if out_of_time || now.duration_since(outage.since) >= RIDE_OUT {
+            return Err(err);
+        }
+        tracing::warn!(key = self.key.user, error = %reason, retry_in = ?outage.pause, "connection error while waiting; trying again with a new owner token");
+        outage.abandoned.push(self.start_over());
+        if let (Some(ticket), true) = (ticket, self.hands_off) {
+            ticket.expect_grant(self.token.as_str());
+        }
+        let at = now + outage.pause;
+        outage.pause = (outage.pause * 2).min(PLACE_REFRESH);
+        Ok(at)
+    }
+
+    /// Goes on with a fresh owner token (keeping a place under it if the
+    /// old one kept one), and returns what gives back whatever the old token
+    /// may hold: its place, a grant, a lock whose answer was lost. The
+    /// backend undoes an attempt whose answer was lost with the token it
+    /// was sent with; a retry with that token could be granted and then
+    /// undone under its feet.
+    fn start_over(&mut self) -> PendingAcquire<'a> {
+        let old = std::mem::replace(
+            &mut self.token,
+            OwnerToken::issue(self.issuer, self.ttl_ms, self.token_label),
+        );
+        match self.placed.take() {
+            Some(old_place) => {
+                self.hold_place();
+                old_place
+            }
+            None => PendingAcquire::new(self.backend, self.key, &old),
+        }
+    }
+
+    /// The acquisition got its lease: the place is no longer to be given
+    /// back, and the token is the lease's.
+    fn settled(self) -> OwnerToken {
+        PendingAcquire::settle(self.placed);
+        self.token
+    }
+
+    /// Keeps what this waiter's place on the server (under the current
+    /// token) needs to be given back if the acquisition ends without the
+    /// lease.
+    fn hold_place(&mut self) {
+        self.placed = Some(PendingAcquire::new(self.backend, self.key, &self.token));
     }
 
     /// Subscribes to the key's releases (and a lock's grants), within the
@@ -583,7 +711,7 @@ impl Request<'_> {
         let sent = Instant::now();
         let confirmed = self
             .backend
-            .renew(self.key, self.token, self.ttl_ms)
+            .renew(self.key, &self.token, self.ttl_ms)
             .await?;
         Ok(confirmed.then_some(sent))
     }

@@ -11,7 +11,8 @@ use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// One acquisition attempt sent (or about to be sent), or a queued wait, with
-/// `token`. Dropped before [`settled`](Self::settled), it spawns a release
+/// `token` (a clone: a waiter that starts over with a fresh token drops this
+/// one, which gives back what the old token may hold). Dropped before [`settled`](Self::settled), it spawns a release
 /// with the same token on the current runtime: compare-and-delete only frees
 /// the lock if it was granted to `token` (and then hands it to the next
 /// waiter), otherwise it takes `token` out of the key's waiter queue; on a
@@ -20,17 +21,17 @@ use crate::token::OwnerToken;
 pub(crate) struct PendingAcquire<'a> {
     backend: &'a Arc<Backend>,
     key: &'a LockKey,
-    token: &'a OwnerToken,
+    token: OwnerToken,
     settled: bool,
 }
 
 impl<'a> PendingAcquire<'a> {
     /// Marks an attempt that is about to be sent.
-    pub(crate) fn new(backend: &'a Arc<Backend>, key: &'a LockKey, token: &'a OwnerToken) -> Self {
+    pub(crate) fn new(backend: &'a Arc<Backend>, key: &'a LockKey, token: &OwnerToken) -> Self {
         PendingAcquire {
             backend,
             key,
-            token,
+            token: token.clone(),
             settled: false,
         }
     }
