@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::wait_queue::{WaitTicket, Wake};
-use crate::backend::{Attempt, Backend, PermitAttempt};
+use crate::backend::{Attempt, Backend, Claim, PermitAttempt};
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
 use crate::lease::guard::LockGuard;
@@ -458,26 +458,29 @@ struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// What each attempt claims: the key, the current owner token, the ttl.
+    fn claim(&self) -> Claim<'_> {
+        Claim {
+            key: self.key,
+            token: &self.token,
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
     /// One attempt (keeping a place for `place` if the key is busy and that
     /// is not zero), undone if the caller goes away while it is in flight;
     /// returns its outcome and when it was sent.
     async fn attempt(&self, place: Duration) -> Result<(Outcome, Instant), LockError> {
-        let (backend, key, token, ttl_ms) = (self.backend, self.key, &self.token, self.ttl_ms);
-        let pending = PendingAcquire::new(backend, key, token);
+        let (backend, claim) = (self.backend, self.claim());
+        let pending = PendingAcquire::new(backend, self.key, &self.token);
         let sent = Instant::now();
         let outcome = match self.ask {
             Ask::Lock => backend
-                .try_lock(key, token, ttl_ms, self.replicas, place)
+                .try_lock(claim, self.replicas, place)
                 .await
                 .map(Outcome::from),
-            Ask::Permit { permits } => backend
-                .try_permit(key, token, ttl_ms, permits)
-                .await
-                .map(Outcome::from),
-            Ask::Read | Ask::Write => backend
-                .try_rw(key, token, ttl_ms, place)
-                .await
-                .map(Outcome::from),
+            Ask::Permit { permits } => backend.try_permit(claim, permits).await.map(Outcome::from),
+            Ask::Read | Ask::Write => backend.try_rw(claim, place).await.map(Outcome::from),
         };
         pending.settled();
         Ok((outcome?, sent))
@@ -494,7 +497,7 @@ impl<'a> Request<'a> {
         Option<(u64, Instant)>,
     ) {
         let fence = async {
-            let issued = self.backend.fence(self.key, &self.token, self.ttl_ms).await;
+            let issued = self.backend.fence(self.claim()).await;
             (issued, Instant::now())
         };
         // The attempt settles as soon as its own answer is in, but the lock
@@ -709,10 +712,7 @@ impl<'a> Request<'a> {
             return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
         }
         let sent = Instant::now();
-        let confirmed = self
-            .backend
-            .renew(self.key, &self.token, self.ttl_ms)
-            .await?;
+        let confirmed = self.backend.renew(self.claim()).await?;
         Ok(confirmed.then_some(sent))
     }
 }

@@ -8,7 +8,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts::{self, run_script};
-use super::Attempt;
+use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
@@ -28,11 +28,10 @@ pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
 /// is busy and `queue_for` is not zero, keep a place in its waiter queue for
 /// that long.
 pub(super) fn acquire_invocation(
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
     queue_for: Duration,
 ) -> redis::ScriptInvocation<'static> {
+    let Claim { key, token, ttl_ms } = claim;
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
     invocation
         .key(&key.lock)
@@ -40,7 +39,7 @@ pub(super) fn acquire_invocation(
         .key(&key.waiters)
         .arg(token.as_str())
         .arg(ttl_ms)
-        .arg(u64::try_from(queue_for.as_millis()).unwrap_or(u64::MAX));
+        .arg(millis(queue_for));
     invocation
 }
 
@@ -53,16 +52,14 @@ pub(super) fn acquire_invocation(
 /// was cut off); a release always hands the lock to the first live waiter.
 pub(super) async fn try_set(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
 ) -> Result<Attempt, RedisError> {
     let set: Option<String> = redis::cmd("SET")
-        .arg(&key.lock)
-        .arg(token.as_str())
+        .arg(&claim.key.lock)
+        .arg(claim.token.as_str())
         .arg("NX")
         .arg("PX")
-        .arg(ttl_ms)
+        .arg(claim.ttl_ms)
         .query_async(connection)
         .await?;
     Ok(if set.is_some() {
@@ -76,12 +73,10 @@ pub(super) async fn try_set(
 /// busy, it reports the holder's remaining TTL.
 pub(super) async fn acquire(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
     queue_for: Duration,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(key, token, ttl_ms, queue_for)
+    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))
@@ -103,7 +98,7 @@ pub(super) async fn release(
         script,
         connection,
         keys [&key.lock, &key.queue, &key.waiters],
-        args [token.as_str(), u64::try_from(grant_window.as_millis()).unwrap_or(u64::MAX)]
+        args [token.as_str(), millis(grant_window)]
     )?;
     Ok(released == 1)
 }
@@ -123,10 +118,9 @@ pub(super) fn fence_retention_ms(ttl_ms: u64) -> u64 {
 /// `token` holds it there, `None` if it does not.
 pub(super) async fn issue_fence(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
 ) -> Result<Option<u64>, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
     let fence: i64 = run_script!(
         scripts::FENCE,
         connection,
@@ -139,10 +133,9 @@ pub(super) async fn issue_fence(
 /// Runs `renew.lua` once on one server: whether our lease was extended.
 pub(super) async fn renew(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
     let renewed: i64 =
         run_script!(scripts::RENEW, connection, keys [&key.lock], args [token.as_str(), ttl_ms])?;
     Ok(renewed == 1)

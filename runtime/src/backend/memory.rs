@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
 use super::rwlock::READERS_TURN;
-use super::{Attempt, PermitAttempt};
+use super::{Attempt, Claim, PermitAttempt};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::keys::{KeyKind, LockKey};
 use crate::token::OwnerToken;
@@ -96,12 +96,13 @@ impl MemoryBackend {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn try_lock(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> Attempt {
-        self.try_lock_at(key, token, ttl_ms, Instant::now())
+    pub(crate) fn try_lock(&self, claim: Claim<'_>) -> Attempt {
+        self.try_lock_at(claim, Instant::now())
     }
 
     /// [`try_lock`](Self::try_lock) as if it ran at `now`.
-    fn try_lock_at(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64, now: Instant) -> Attempt {
+    fn try_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
+        let Claim { key, token, .. } = claim;
         let mut table = self.table();
         if let Some(held) = table.held(&key.lock, now) {
             return Attempt::Busy {
@@ -109,50 +110,34 @@ impl MemoryBackend {
             };
         }
         table.sweep_if_grown(now);
-        table.set_holder(
-            &key.lock,
-            token,
-            deadline(now, Duration::from_millis(ttl_ms)),
-            now,
-        );
+        table.set_holder(&key.lock, token, deadline(now, claim.ttl()), now);
         Attempt::Acquired
     }
 
     /// The next fencing token of `key` if `token` holds it: max(last + 1,
     /// wall clock in µs), as `fence.lua` issues them.
-    pub(crate) fn fence(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> Option<u64> {
-        self.fence_at(key, token, ttl_ms, Instant::now())
+    pub(crate) fn fence(&self, claim: Claim<'_>) -> Option<u64> {
+        self.fence_at(claim, Instant::now())
     }
 
     /// [`fence`](Self::fence) as if it ran at `now`.
-    fn fence_at(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        now: Instant,
-    ) -> Option<u64> {
+    fn fence_at(&self, claim: Claim<'_>, now: Instant) -> Option<u64> {
+        let Claim { key, token, .. } = claim;
         let mut table = self.table();
         let entry = table
             .entries
             .get_mut(&key.lock)
             .filter(|entry| entry.held_by(token, now))?;
         entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
-        entry.retained_until = deadline(now, retention(Duration::from_millis(ttl_ms)));
+        entry.retained_until = deadline(now, retention(claim.ttl()));
         Some(entry.fence)
     }
 
     /// A permit of the semaphore `key` for `ttl_ms` if fewer than `permits`
     /// are held, as `semaphore_acquire.lua` grants them.
-    pub(crate) fn try_permit(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        permits: u32,
-    ) -> PermitAttempt {
-        let now = Instant::now();
-        let expires = deadline(now, Duration::from_millis(ttl_ms));
+    pub(crate) fn try_permit(&self, claim: Claim<'_>, permits: u32) -> PermitAttempt {
+        let (Claim { key, token, .. }, now) = (claim, Instant::now());
+        let expires = deadline(now, claim.ttl());
         let mut table = self.table();
         table.sweep_semaphores_if_grown(now);
         let holders = table.semaphores.entry(key.lock.clone()).or_default();
@@ -198,7 +183,8 @@ impl MemoryBackend {
     }
 
     /// Extends `token`'s lease in the holder set `set`, if still live.
-    fn renew_permit(&self, set: &str, token: &OwnerToken, ttl_ms: u64) -> bool {
+    fn renew_permit(&self, set: &str, claim: Claim<'_>) -> bool {
+        let token = claim.token;
         let now = Instant::now();
         let mut table = self.table();
         let mine = table
@@ -208,7 +194,7 @@ impl MemoryBackend {
             .filter(|held| held.expires > now);
         match mine {
             Some(held) => {
-                held.expires = deadline(now, Duration::from_millis(ttl_ms));
+                held.expires = deadline(now, claim.ttl());
                 true
             }
             None => false,
@@ -219,15 +205,9 @@ impl MemoryBackend {
     /// read/write lock `key` for `ttl_ms`, as `rw_read_acquire.lua` and
     /// `rw_write_acquire.lua` grant them; blocked, a writer keeps its intent
     /// and a reader marks that readers wait, for `place` unless that is zero.
-    pub(crate) fn try_rw(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-        place: Duration,
-    ) -> Attempt {
-        let now = Instant::now();
-        let expires = deadline(now, Duration::from_millis(ttl_ms));
+    pub(crate) fn try_rw(&self, claim: Claim<'_>, place: Duration) -> Attempt {
+        let (Claim { key, token, .. }, now) = (claim, Instant::now());
+        let expires = deadline(now, claim.ttl());
         let mut table = self.table();
         table.sweep_if_grown(now);
         table.sweep_semaphores_if_grown(now);
@@ -325,10 +305,11 @@ impl MemoryBackend {
         }
     }
 
-    pub(crate) fn renew(&self, key: &LockKey, token: &OwnerToken, ttl_ms: u64) -> bool {
+    pub(crate) fn renew(&self, claim: Claim<'_>) -> bool {
+        let Claim { key, token, .. } = claim;
         match key.kind {
-            KeyKind::Semaphore => return self.renew_permit(&key.lock, token, ttl_ms),
-            KeyKind::Read => return self.renew_permit(&key.readers, token, ttl_ms),
+            KeyKind::Semaphore => return self.renew_permit(&key.lock, claim),
+            KeyKind::Read => return self.renew_permit(&key.readers, claim),
             KeyKind::Lock | KeyKind::Write => {}
         }
         let now = Instant::now();
@@ -337,7 +318,7 @@ impl MemoryBackend {
             Some(Entry {
                 holder: Some(held), ..
             }) if held.token == *token && held.expires > now => {
-                held.expires = deadline(now, Duration::from_millis(ttl_ms));
+                held.expires = deadline(now, claim.ttl());
                 true
             }
             _ => false,
@@ -648,6 +629,10 @@ mod tests {
         crate::keys::KeySpace::new("lock:".into()).key(name)
     }
 
+    fn claim<'a>(key: &'a LockKey, token: &'a OwnerToken, ttl_ms: u64) -> Claim<'a> {
+        Claim { key, token, ttl_ms }
+    }
+
     fn acquired(attempt: Attempt) {
         assert_eq!(attempt, Attempt::Acquired, "expected the lock");
     }
@@ -661,9 +646,9 @@ mod tests {
         ttl_ms: u64,
         now: Instant,
     ) -> u64 {
-        acquired(backend.try_lock_at(&key(name), token, ttl_ms, now));
+        acquired(backend.try_lock_at(claim(&key(name), token, ttl_ms), now));
         backend
-            .fence_at(&key(name), token, ttl_ms, now)
+            .fence_at(claim(&key(name), token, ttl_ms), now)
             .expect("the holder gets a token")
     }
 
@@ -693,15 +678,19 @@ mod tests {
         let backend = MemoryBackend::new();
         let (first, second) = (OwnerToken::generate(), OwnerToken::generate());
         let k = key("fenced");
-        acquired(backend.try_lock(&k, &first, 1_000));
-        let a = backend.fence(&k, &first, 1_000).unwrap();
-        let b = backend.fence(&k, &first, 1_000).unwrap();
+        acquired(backend.try_lock(claim(&k, &first, 1_000)));
+        let a = backend.fence(claim(&k, &first, 1_000)).unwrap();
+        let b = backend.fence(claim(&k, &first, 1_000)).unwrap();
         assert!(b > a);
-        assert_eq!(backend.fence(&k, &second, 1_000), None);
+        assert_eq!(backend.fence(claim(&k, &second, 1_000)), None);
         assert!(backend.unlock(&k, &first));
-        assert_eq!(backend.fence(&k, &first, 1_000), None, "released: no token");
-        acquired(backend.try_lock(&k, &second, 1_000));
-        assert!(backend.fence(&k, &second, 1_000).unwrap() > b);
+        assert_eq!(
+            backend.fence(claim(&k, &first, 1_000)),
+            None,
+            "released: no token"
+        );
+        acquired(backend.try_lock(claim(&k, &second, 1_000)));
+        assert!(backend.fence(claim(&k, &second, 1_000)).unwrap() > b);
     }
 
     #[test]
@@ -710,16 +699,14 @@ mod tests {
         let token = OwnerToken::generate();
         let start = Instant::now();
         let hour = Duration::from_secs(3_600);
-        backend.try_lock_at(&key("held"), &token, 3_600_000, start);
+        backend.try_lock_at(claim(&key("held"), &token, 3_600_000), start);
         fenced(&backend, "recent", &token, 1_000, start + hour / 12);
         for i in 2..MIN_SWEEP {
             fenced(&backend, &format!("k{i}"), &token, 1_000, start);
         }
 
         backend.try_lock_at(
-            &key("trigger"),
-            &token,
-            1_000,
+            claim(&key("trigger"), &token, 1_000),
             start + MIN_RETENTION + hour / 60,
         );
         let table = backend.table();
@@ -752,16 +739,16 @@ mod tests {
         let backend = MemoryBackend::new();
         let (owner, other) = (OwnerToken::generate(), OwnerToken::generate());
         let k = key("forever");
-        acquired(backend.try_lock(&k, &owner, u64::MAX));
-        match backend.try_lock(&k, &other, u64::MAX) {
+        acquired(backend.try_lock(claim(&k, &owner, u64::MAX)));
+        match backend.try_lock(claim(&k, &other, u64::MAX)) {
             Attempt::Busy {
                 remaining: Some(remaining),
             } => assert!(remaining >= FAR_FUTURE, "{remaining:?}"),
             other => panic!("expected busy, got {other:?}"),
         }
-        assert!(backend.renew(&k, &owner, u64::MAX));
+        assert!(backend.renew(claim(&k, &owner, u64::MAX)));
         assert!(backend.unlock(&k, &owner));
-        acquired(backend.try_lock(&k, &other, u64::MAX));
+        acquired(backend.try_lock(claim(&k, &other, u64::MAX)));
     }
 
     #[test]

@@ -45,6 +45,22 @@ use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::LockError;
 
+/// The lease a step takes, extends or fences: the key, the owner token
+/// that holds (or asks for) it, and the lease's length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Claim<'a> {
+    pub(crate) key: &'a LockKey,
+    pub(crate) token: &'a OwnerToken,
+    pub(crate) ttl_ms: u64,
+}
+
+impl Claim<'_> {
+    /// The lease's length.
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+}
+
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
@@ -96,15 +112,13 @@ impl Backend {
     /// (single Redis server only; the others wake waiters instead).
     pub(crate) async fn try_lock(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         replicas: Option<MinReplicas>,
         queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         dispatch!(self,
-            server => server.try_lock(key, token, ttl_ms, replicas, queue_for).await,
-            memory => memory.try_lock(key, token, ttl_ms))
+            server => server.try_lock(claim, replicas, queue_for).await,
+            memory => memory.try_lock(claim))
     }
 
     /// One atomic attempt to take a permit of the semaphore `key` (of
@@ -112,14 +126,12 @@ impl Backend {
     /// Redlock refuses with `InvalidOptions`.
     pub(crate) async fn try_permit(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
         dispatch!(self,
-            server => server.try_permit(key, token, ttl_ms, permits).await,
-            memory => memory.try_permit(key, token, ttl_ms, permits))
+            server => server.try_permit(claim, permits).await,
+            memory => memory.try_permit(claim, permits))
     }
 
     /// One atomic attempt on the read/write lock `key`: a read lease for a
@@ -131,14 +143,12 @@ impl Backend {
     /// Redlock refuses with `InvalidOptions`.
     pub(crate) async fn try_rw(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         place: Duration,
     ) -> Result<Attempt, LockError> {
         dispatch!(self,
-            server => server.try_rw(key, token, ttl_ms, place).await,
-            memory => memory.try_rw(key, token, ttl_ms, place))
+            server => server.try_rw(claim, place).await,
+            memory => memory.try_rw(claim, place))
     }
 
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
@@ -168,37 +178,31 @@ impl Backend {
             return None;
         };
         Some(match hold_left {
-            Some(left) => memory.renew(key, token, millis(left)),
+            Some(left) => memory.renew(Claim {
+                key,
+                token,
+                ttl_ms: millis(left),
+            }),
             None => memory.unlock(key, token),
         })
     }
 
     /// Extends the lease if `token` still owns the lock (or the permit of a
     /// semaphore); `Ok(false)` if it was no longer ours.
-    pub(crate) async fn renew(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<bool, LockError> {
+    pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         dispatch!(self,
-            server => server.renew(key, token, ttl_ms).await,
-            memory => memory.renew(key, token, ttl_ms))
+            server => server.renew(claim).await,
+            memory => memory.renew(claim))
     }
 
     /// The next fencing token of `key`, issued only if `token` holds it:
     /// above every token issued for `key` before, by any holder, also after a
     /// restart from stale data (see `fence.lua`). `Ok(None)`: not ours (any
     /// more). `ttl_ms` is the lease's, which sets how long the counter is kept.
-    pub(crate) async fn fence(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<Option<u64>, LockError> {
+    pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
         dispatch!(self,
-            server => server.fence(key, token, ttl_ms).await,
-            memory => memory.fence(key, token, ttl_ms))
+            server => server.fence(claim).await,
+            memory => memory.fence(claim))
     }
 
     /// Whether every name of one lock must share a hash slot (Redis Cluster).

@@ -23,10 +23,11 @@ use super::commands::{
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::notify::Notifications;
-use super::rwlock::{acquire_read, acquire_write, release_read, release_write};
-use super::semaphore::{acquire_permit, release_permit, renew_member};
+use super::rwlock::{acquire_rw, release_write};
+use super::scripts;
+use super::semaphore::{acquire_permit, release_member, renew_member};
 use super::tls::TlsConfig;
-use super::{Attempt, PermitAttempt};
+use super::{Attempt, Claim, PermitAttempt};
 use crate::backend::wait_queue::WaitTicket;
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
@@ -93,33 +94,20 @@ impl RedisBackend {
     /// and `WAIT` in one round trip.
     pub(crate) async fn try_lock(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         replicas: Option<MinReplicas>,
         queue_for: Duration,
     ) -> Result<Attempt, LockError> {
         if let Some(replicas) = replicas {
-            return self
-                .try_lock_replicated(key, token, ttl_ms, replicas, queue_for)
-                .await;
+            return self.try_lock_replicated(claim, replicas, queue_for).await;
         }
         let connection = &mut self.commands.clone();
         let reply = if queue_for.is_zero() {
-            try_set(connection, key, token, ttl_ms).await
+            try_set(connection, claim).await
         } else {
-            acquire(connection, key, token, ttl_ms, queue_for).await
+            acquire(connection, claim, queue_for).await
         };
-        match reply {
-            Ok(attempt) => Ok(attempt),
-            Err(err) => {
-                let err = lock_error(err);
-                if matches!(err, LockError::Connection(_)) {
-                    self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
-                }
-                Err(err)
-            }
-        }
+        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
     /// The acquire script and `WAIT replicas timeout`, pipelined on the
@@ -127,14 +115,13 @@ impl RedisBackend {
     /// Granted but acknowledged by too few replicas: released, `NotReplicated`.
     async fn try_lock_replicated(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         replicas: MinReplicas,
         queue_for: Duration,
     ) -> Result<Attempt, LockError> {
+        let Claim { key, token, .. } = claim;
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(key, token, ttl_ms, queue_for);
+        let invocation = acquire_invocation(claim, queue_for);
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -170,10 +157,7 @@ impl RedisBackend {
             Ok(reply) => reply,
             Err(err) => {
                 let err = err.map_or_else(|| no_answer(limit), lock_error);
-                if matches!(err, LockError::Connection(_)) {
-                    self.undo_unanswered_acquire(connection.clone(), key, token, ttl_ms);
-                }
-                return Err(err);
+                return Err(self.undone_if_unanswered(connection, claim, err));
             }
         };
         let attempt = attempt_from_reply(granted, value);
@@ -215,19 +199,11 @@ impl RedisBackend {
     /// whose answer was lost is undone in the background, as for a lock.
     pub(crate) async fn try_permit(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
-        let reply = acquire_permit(&mut self.commands.clone(), key, token, ttl_ms, permits).await;
-        reply.map_err(|err| {
-            let err = lock_error(err);
-            if matches!(err, LockError::Connection(_)) {
-                self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
-            }
-            err
-        })
+        let reply = acquire_permit(&mut self.commands.clone(), claim, permits).await;
+        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
     /// One attempt to take a read lease or the write lease of the
@@ -237,23 +213,15 @@ impl RedisBackend {
     /// background, as for a lock.
     pub(crate) async fn try_rw(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         place: Duration,
     ) -> Result<Attempt, LockError> {
-        let connection = &mut self.commands.clone();
-        let reply = match key.kind {
-            KeyKind::Write => acquire_write(connection, key, token, ttl_ms, place).await,
-            _ => acquire_read(connection, key, token, ttl_ms, place).await,
+        let script = match claim.key.kind {
+            KeyKind::Write => &*scripts::RW_WRITE_ACQUIRE,
+            _ => &*scripts::RW_READ_ACQUIRE,
         };
-        reply.map_err(|err| {
-            let err = lock_error(err);
-            if matches!(err, LockError::Connection(_)) {
-                self.undo_unanswered_acquire(self.commands.clone(), key, token, ttl_ms);
-            }
-            err
-        })
+        let reply = acquire_rw(&mut self.commands.clone(), script, claim, place).await;
+        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
     pub(crate) async fn unlock(
@@ -267,52 +235,47 @@ impl RedisBackend {
             .map_err(lock_error)
     }
 
-    pub(crate) async fn renew(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<bool, LockError> {
-        let connection = &mut self.commands.clone();
+    pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        let (connection, key) = (&mut self.commands.clone(), claim.key);
         match key.kind {
-            KeyKind::Lock | KeyKind::Write => renew(connection, key, token, ttl_ms).await,
-            KeyKind::Semaphore => renew_member(connection, &key.lock, token, ttl_ms).await,
-            KeyKind::Read => renew_member(connection, &key.readers, token, ttl_ms).await,
+            KeyKind::Lock | KeyKind::Write => renew(connection, claim).await,
+            KeyKind::Semaphore => renew_member(connection, &key.lock, claim).await,
+            KeyKind::Read => renew_member(connection, &key.readers, claim).await,
         }
         .map_err(lock_error)
     }
 
-    pub(crate) async fn fence(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<Option<u64>, LockError> {
-        issue_fence(&mut self.commands.clone(), key, token, ttl_ms)
+    pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
+        issue_fence(&mut self.commands.clone(), claim)
             .await
             .map_err(lock_error)
     }
 
-    /// The SET may have landed even though its answer was lost: free it with
-    /// our token in the background, so it does not block others until the TTL
-    /// ends. Sent on the `connection` that carried the acquisition, so it
-    /// arrives after it; given up after the ttl, when the lock has expired anyway.
-    fn undo_unanswered_acquire(
+    /// `err` as the answer to an attempt on `connection`. A connection error
+    /// means the attempt may have landed though its answer was lost: it is
+    /// freed with the claim's token in the background, so it does not block
+    /// others until the TTL ends. Sent on the `connection` that carried the
+    /// acquisition, so it arrives after it; given up after the ttl, when the
+    /// lock has expired anyway.
+    fn undone_if_unanswered(
         &self,
-        mut connection: Commands,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) {
+        connection: &Commands,
+        claim: Claim<'_>,
+        err: LockError,
+    ) -> LockError {
+        if !matches!(err, LockError::Connection(_)) {
+            return err;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
+            return err;
         };
-        let (key, token) = (key.clone(), token.clone());
-        let sharded = self.target.sharded_pubsub();
+        let (key, token, ttl) = (claim.key.clone(), claim.token.clone(), claim.ttl());
+        let (mut connection, sharded) = (connection.clone(), self.target.sharded_pubsub());
         runtime.spawn(async move {
             let release = release_any(&mut connection, &key, &token, sharded);
-            let _ = tokio::time::timeout(Duration::from_millis(ttl_ms), release).await;
+            let _ = tokio::time::timeout(ttl, release).await;
         });
+        err
     }
 
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
@@ -413,8 +376,8 @@ async fn release_any(
 ) -> Result<bool, RedisError> {
     match key.kind {
         KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
-        KeyKind::Semaphore => release_permit(connection, key, token, sharded).await,
-        KeyKind::Read => release_read(connection, key, token, sharded).await,
+        KeyKind::Semaphore => release_member(connection, &key.lock, token, sharded).await,
+        KeyKind::Read => release_member(connection, &key.readers, token, sharded).await,
         KeyKind::Write => release_write(connection, key, token, sharded).await,
     }
 }

@@ -101,7 +101,7 @@ use super::connection::{lock_error, manager_config, open_manager, RedisConfig, T
 use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
-use super::{Attempt, PermitAttempt};
+use super::{Attempt, Claim, PermitAttempt};
 use crate::backend::wait_queue::WaitTicket;
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
@@ -256,18 +256,17 @@ impl RedlockBackend {
     /// `_queue_for` asks for nothing here.
     pub(crate) async fn try_lock(
         &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
+        claim: Claim<'_>,
         replicas: Option<MinReplicas>,
         _queue_for: Duration,
     ) -> Result<Attempt, LockError> {
+        let Claim { key, token, .. } = claim;
         if replicas.is_some() {
             return Err(LockError::InvalidOptions(
                 "min_replicas is for one master with replicas; Redlock nodes are independent masters, and its quorum keeps a lock through the loss of a node".into(),
             ));
         }
-        let ttl = Duration::from_millis(ttl_ms);
+        let ttl = claim.ttl();
         if ttl < MIN_TTL {
             return Err(LockError::InvalidOptions(format!(
                 "Redlock needs a ttl of at least {MIN_TTL:?}, got {ttl:?}: the safety margin and the round trips would leave next to no validity"
@@ -279,7 +278,7 @@ impl RedlockBackend {
         let mut round = Round::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { acquire(&mut node, key, token, ttl_ms, Duration::ZERO).await },
+            |mut node| async move { acquire(&mut node, claim, Duration::ZERO).await },
             |index, reply| {
                 match reply {
                     Ok(Attempt::Acquired) => round.granted += 1,
@@ -343,16 +342,11 @@ impl RedlockBackend {
     }
 
     /// Renews on every node; held iff a quorum renewed.
-    pub(crate) async fn renew(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<bool, LockError> {
+    pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         let mut tally = Tally::default();
         self.on_every_node(
-            self.node_timeout(Duration::from_millis(ttl_ms)),
-            |mut node| async move { renew(&mut node, key, token, ttl_ms).await },
+            self.node_timeout(claim.ttl()),
+            |mut node| async move { renew(&mut node, claim).await },
             |index, reply| {
                 tally.record(index, reply);
                 false
@@ -379,18 +373,14 @@ impl RedlockBackend {
     /// Issues a token on every node where the lock is ours and, with a quorum
     /// of them, writes their maximum back; see the module documentation.
     /// `Ok(None)`: the lock is no longer ours on a quorum.
-    pub(crate) async fn fence(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        ttl_ms: u64,
-    ) -> Result<Option<u64>, LockError> {
-        let timeout = self.node_timeout(Duration::from_millis(ttl_ms));
+    pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
+        let Claim { key, ttl_ms, .. } = claim;
+        let timeout = self.node_timeout(claim.ttl());
         let n = self.nodes.len();
         let (mut ours, mut not_ours, mut failed) = (Vec::new(), 0, Vec::new());
         self.on_every_node(
             timeout,
-            |mut node| async move { issue_fence(&mut node, key, token, ttl_ms).await },
+            |mut node| async move { issue_fence(&mut node, claim).await },
             |index, reply| {
                 match reply {
                     Ok(Some(fence)) => ours.push((index, fence)),
@@ -522,23 +512,19 @@ impl RedlockBackend {
     /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
     pub(crate) async fn try_permit(
         &self,
-        key: &LockKey,
-        _token: &OwnerToken,
-        _ttl_ms: u64,
+        claim: Claim<'_>,
         _permits: u32,
     ) -> Result<PermitAttempt, LockError> {
-        Err(Self::refuse_semaphore(key))
+        Err(Self::refuse_semaphore(claim.key))
     }
 
     /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
     pub(crate) async fn try_rw(
         &self,
-        key: &LockKey,
-        _token: &OwnerToken,
-        _ttl_ms: u64,
+        claim: Claim<'_>,
         _place: Duration,
     ) -> Result<Attempt, LockError> {
-        Err(Self::refuse_rwlock(key))
+        Err(Self::refuse_rwlock(claim.key))
     }
 
     /// Refused, as every semaphore and read/write lock step is.

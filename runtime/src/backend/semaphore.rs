@@ -15,7 +15,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts::{self, run_script};
-use crate::keys::LockKey;
+use super::Claim;
 use crate::token::OwnerToken;
 
 /// The outcome of one attempt to take a permit.
@@ -42,15 +42,14 @@ impl PermitAttempt {
     }
 }
 
-/// Runs `semaphore_acquire.lua` once: a permit of `key` for `ttl_ms`, if
-/// fewer than `permits` are held.
+/// Runs `semaphore_acquire.lua` once: a permit of `claim`'s key, if fewer
+/// than `permits` are held.
 pub(super) async fn acquire_permit(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
     permits: u32,
 ) -> Result<PermitAttempt, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = run_script!(
         scripts::SEMAPHORE_ACQUIRE,
         connection,
@@ -60,33 +59,31 @@ pub(super) async fn acquire_permit(
     Ok(PermitAttempt::from_reply(granted, value))
 }
 
-/// Runs `semaphore_renew.lua` once on the lease set `set` (a semaphore's
-/// holders, or a read/write lock's readers): whether our lease in it was
-/// extended.
+/// Runs `member_renew.lua` once on the lease set `set` (a semaphore's
+/// holders, or a read/write lock's readers): whether the claim's lease in
+/// it was extended.
 pub(super) async fn renew_member(
     connection: &mut (impl ConnectionLike + Send),
     set: &str,
-    token: &OwnerToken,
-    ttl_ms: u64,
+    claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
-    let renewed: i64 = run_script!(
-        scripts::SEMAPHORE_RENEW,
-        connection,
-        keys [set],
-        args [token.as_str(), ttl_ms]
-    )?;
+    let args = (claim.token.as_str(), claim.ttl_ms);
+    let renewed: i64 =
+        run_script!(scripts::MEMBER_RENEW, connection, keys [set], args [args.0, args.1])?;
     Ok(renewed == 1)
 }
 
-/// Runs `semaphore_release.lua` once: whether our permit was given back.
-/// `sharded`: the release message goes out by SPUBLISH (Redis Cluster).
-pub(super) async fn release_permit(
+/// Runs `member_release.lua` once on the lease set `set` (a semaphore's
+/// holders, or a read/write lock's readers): whether our lease in it was
+/// given back. `sharded`: the release message goes out by SPUBLISH (Redis
+/// Cluster).
+pub(super) async fn release_member(
     connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
+    set: &str,
     token: &OwnerToken,
     sharded: bool,
 ) -> Result<bool, RedisError> {
-    let script = scripts::SEMAPHORE_RELEASE.on(sharded);
-    let released: i64 = run_script!(script, connection, keys[&key.lock], args[token.as_str()])?;
+    let script = scripts::MEMBER_RELEASE.on(sharded);
+    let released: i64 = run_script!(script, connection, keys[set], args[token.as_str()])?;
     Ok(released == 1)
 }

@@ -321,7 +321,7 @@ pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
     match lease.hold_left() {
         Some(left) => {
             let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-            let kept = backend.renew(&lease.key, &lease.token, left_ms).await?;
+            let kept = backend.renew(lease.claim(left_ms)).await?;
             if kept {
                 tracing::debug!(key = %lease.key.user, ?left, "lock kept for the rest of its hold_at_least");
             }

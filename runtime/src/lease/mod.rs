@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, OnceCell};
 
+use crate::backend::Claim;
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::watchdog::Watchdog;
 use crate::telemetry::MetricLabel;
@@ -99,6 +100,15 @@ impl Lease {
         }
     }
 
+    /// This lease as a backend step's claim, for a lease of `ttl_ms`.
+    pub(crate) fn claim(&self, ttl_ms: u64) -> Claim<'_> {
+        Claim {
+            key: &self.key,
+            token: &self.token,
+            ttl_ms,
+        }
+    }
+
     /// The `lock.hold` span while the hold lasts: the body runs in it.
     pub(crate) fn span(&self) -> tracing::Span {
         self.span
@@ -173,11 +183,7 @@ impl Lease {
         let issue = || async {
             self.ensure_held()?;
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-            let issued = self
-                .manager
-                .backend()
-                .fence(&self.key, &self.token, ttl_ms)
-                .await?;
+            let issued = self.manager.backend().fence(self.claim(ttl_ms)).await?;
             let Some(fence) = issued else {
                 self.mark_lost();
                 return Err(self.lost_error());

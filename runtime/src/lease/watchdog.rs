@@ -28,7 +28,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Claim};
 use crate::keys::LockKey;
 use crate::lease::{self, LeaseStatus};
 use crate::telemetry::MetricLabel;
@@ -358,7 +358,12 @@ impl Watchdog {
             .iter()
             .filter(|(_, valid_until)| *valid_until > sent)
             .map(|&(lease, valid_until)| async move {
-                let renewal = backend.renew(&lease.key, &lease.token, ttl_ms).await;
+                let claim = Claim {
+                    key: &lease.key,
+                    token: &lease.token,
+                    ttl_ms,
+                };
+                let renewal = backend.renew(claim).await;
                 (lease, valid_until, renewal)
             })
             .collect();

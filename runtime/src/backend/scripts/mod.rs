@@ -96,12 +96,14 @@ pub(crate) static FENCE_FLOOR: Lazy<Script> =
 /// `semaphore_acquire.lua`.
 pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("semaphore_acquire.lua")));
-/// Compare-and-extend of one permit's lease; see `semaphore_renew.lua`.
-pub(crate) static SEMAPHORE_RENEW: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("semaphore_renew.lua")));
-/// Compare-and-remove of one permit, plus PUBLISH; see `semaphore_release.lua`.
-pub(crate) static SEMAPHORE_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("semaphore_release.lua"), true));
+/// Compare-and-extend of one permit's or read lease's lease; see
+/// `member_renew.lua`.
+pub(crate) static MEMBER_RENEW: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("member_renew.lua")));
+/// Compare-and-remove of one permit or read lease, plus PUBLISH; see
+/// `member_release.lua`.
+pub(crate) static MEMBER_RELEASE: Lazy<Publishing> =
+    Lazy::new(|| Publishing::new(include_str!("member_release.lua"), true));
 
 /// A read lease of a read/write lock, unless a writer holds it or waits;
 /// see `rw_read_acquire.lua`.
@@ -111,9 +113,6 @@ pub(crate) static RW_READ_ACQUIRE: Lazy<Script> =
 /// `rw_write_acquire.lua`.
 pub(crate) static RW_WRITE_ACQUIRE: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("rw_write_acquire.lua")));
-/// Compare-and-remove of one read lease, plus PUBLISH; see `rw_read_release.lua`.
-pub(crate) static RW_READ_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("rw_read_release.lua"), true));
 /// Compare-and-delete of the write lease or withdrawal of a writer's
 /// intent, plus PUBLISH; see `rw_write_release.lua`.
 pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
@@ -136,8 +135,8 @@ mod tests {
     }
 
     #[test]
-    fn the_sharded_semaphore_release_publishes_only_on_sharded_channels() {
-        let plain = include_str!("semaphore_release.lua");
+    fn the_sharded_member_release_publishes_only_on_sharded_channels() {
+        let plain = include_str!("member_release.lua");
         let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
         assert_eq!(plain.matches("'PUBLISH'").count(), 1);
         assert_eq!(sharded.matches("'SPUBLISH'").count(), 1);
@@ -147,7 +146,6 @@ mod tests {
     #[test]
     fn the_sharded_shared_releases_publish_only_on_sharded_channels() {
         for (plain, publishes) in [
-            (include_str!("rw_read_release.lua"), 1),
             (include_str!("rw_write_release.lua"), 2),
             (include_str!("rw_force_release.lua"), 2),
             (include_str!("semaphore_force_release.lua"), 1),

@@ -14,7 +14,7 @@
 -- force_release.lua raises a lock's: above every writer's token issued so
 -- far, so storage that has seen it rejects the evicted writer's writes.
 -- Every evicted holder's next renewal is refused (renew.lua for the writer,
--- semaphore_renew.lua for a reader) and its body is cancelled. Waiting
+-- member_renew.lua for a reader) and its body is cancelled. Waiting
 -- writers' intents are kept: those writers still wait, in front of new
 -- readers, and take the lock next. Waiters are woken as by a writer's
 -- release: every reader (`*`) and one writer of each process (`1`).

@@ -6,7 +6,7 @@
 -- most ARGV[1]); how many permits were held}. Leases that had ended are not
 -- counted.
 --
--- Each evicted holder's next renewal (semaphore_renew.lua) finds its member
+-- Each evicted holder's next renewal (member_renew.lua) finds its member
 -- gone and is refused, so its body is cancelled as for any lost lease. The
 -- message `*` wakes every waiting acquirer of each listening process (see
 -- backend/notify.rs): any number of permits may now be free.

@@ -1,8 +1,9 @@
--- Extend one permit's lease if it is still ours.
--- KEYS[1]  holder set (see semaphore_acquire.lua)
+-- Extend one leased member of a set if it is still ours: a permit of a
+-- semaphore, or a read lease of a read/write lock.
+-- KEYS[1]  lease set (a semaphore's holders or a read/write lock's readers)
 -- ARGV[1]  owner token
 -- ARGV[2]  new lease in milliseconds
--- Returns 1 when extended, 0 when the permit is gone: its lease ended (it
+-- Returns 1 when extended, 0 when the lease is gone: its lease ended (it
 -- is dropped here if still listed) or its member was removed.
 local now_ms = drop_expired_permits(KEYS[1])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
