@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::backend::{
     Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend,
-    SentinelCredentials, TlsConfig,
+    SentinelCredentials, Sentinels, TlsConfig,
 };
 use crate::token::Identity;
 use crate::{LockError, LockManager};
@@ -153,11 +153,7 @@ impl LockManagerBuilder {
         I::Item: AsRef<str>,
     {
         crate::keys::check_namespace(&self.namespace)?;
-        let urls = urls
-            .into_iter()
-            .map(|url| url.as_ref().to_owned())
-            .collect();
-        let backend = RedlockBackend::connect(urls, self.redis, &self.tls).await?;
+        let backend = RedlockBackend::connect(owned(urls), self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redlock(backend)))
     }
 
@@ -236,18 +232,14 @@ impl LockManagerBuilder {
         I::Item: AsRef<str>,
     {
         crate::keys::check_namespace(&self.namespace)?;
-        let urls: Vec<String> = sentinel_urls
-            .into_iter()
-            .map(|url| url.as_ref().to_owned())
-            .collect();
-        let backend = SentinelBackend::connect(
+        let sentinels = Sentinels::new(
             service_name,
-            &urls,
+            &owned(sentinel_urls),
             self.redis,
             &self.tls,
             self.sentinel_credentials.as_ref(),
-        )
-        .await?;
+        )?;
+        let backend = SentinelBackend::connect(sentinels).await?;
         Ok(self.build(Backend::Sentinel(backend)))
     }
 
@@ -293,11 +285,7 @@ impl LockManagerBuilder {
         I::Item: AsRef<str>,
     {
         crate::keys::check_namespace(&self.namespace)?;
-        let urls: Vec<String> = urls
-            .into_iter()
-            .map(|url| url.as_ref().to_owned())
-            .collect();
-        let backend = RedisBackend::connect_cluster(&urls, self.redis, &self.tls).await?;
+        let backend = RedisBackend::connect_cluster(&owned(urls), self.redis, &self.tls).await?;
         Ok(self.build(Backend::Redis(Box::new(backend))))
     }
 
@@ -310,4 +298,15 @@ impl LockManagerBuilder {
         let identity = Identity::of_this_process(self.name.as_deref());
         LockManager::new(backend, self.namespace, identity)
     }
+}
+
+/// The URLs a constructor was given, as owned strings.
+fn owned<I>(urls: I) -> Vec<String>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    urls.into_iter()
+        .map(|url| url.as_ref().to_owned())
+        .collect()
 }

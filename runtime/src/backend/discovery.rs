@@ -110,6 +110,11 @@ impl Sentinels {
         &self.service
     }
 
+    /// The connection settings of the primary and the Sentinels.
+    pub(crate) fn config(&self) -> RedisConfig {
+        self.config
+    }
+
     /// The longest [`primary`](Self::primary) takes: a Sentinel round trip
     /// and a `ROLE` round trip, each with its connection.
     pub(crate) fn resolve_limit(&self) -> Duration {

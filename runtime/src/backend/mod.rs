@@ -31,7 +31,7 @@ pub(crate) use self::admin::{
     Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
 };
 pub(crate) use self::connection::RedisConfig;
-pub(crate) use self::discovery::SentinelCredentials;
+pub(crate) use self::discovery::{SentinelCredentials, Sentinels};
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;

@@ -229,26 +229,23 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let sharded = self.target.sharded_pubsub();
-        release_any(&mut self.commands.clone(), key, token, sharded)
+        self.on_commands(async |commands, sharded| release_any(commands, key, token, sharded).await)
             .await
-            .map_err(lock_error)
     }
 
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
-        let (connection, key) = (&mut self.commands.clone(), claim.key);
-        match key.kind {
-            KeyKind::Lock | KeyKind::Write => renew(connection, claim).await,
-            KeyKind::Semaphore => renew_member(connection, &key.lock, claim).await,
-            KeyKind::Read => renew_member(connection, &key.readers, claim).await,
-        }
-        .map_err(lock_error)
+        let key = claim.key;
+        self.on_commands(async |commands, _| match key.kind {
+            KeyKind::Lock | KeyKind::Write => renew(commands, claim).await,
+            KeyKind::Semaphore => renew_member(commands, &key.lock, claim).await,
+            KeyKind::Read => renew_member(commands, &key.readers, claim).await,
+        })
+        .await
     }
 
     pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
-        issue_fence(&mut self.commands.clone(), claim)
+        self.on_commands(async |commands, _| issue_fence(commands, claim).await)
             .await
-            .map_err(lock_error)
     }
 
     /// `err` as the answer to an attempt on `connection`. A connection error
@@ -278,40 +275,50 @@ impl RedisBackend {
         err
     }
 
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        admin::inspect(&mut self.commands.clone(), key)
+    /// Runs `step` once on the command connection, telling it whether
+    /// release messages go out on sharded channels (Redis Cluster).
+    async fn on_commands<T>(
+        &self,
+        step: impl AsyncFnOnce(&mut Commands, bool) -> Result<T, RedisError>,
+    ) -> Result<T, LockError> {
+        let sharded = self.target.sharded_pubsub();
+        step(&mut self.commands.clone(), sharded)
             .await
             .map_err(lock_error)
+    }
+
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        self.on_commands(async |commands, _| admin::inspect(commands, key).await)
+            .await
     }
 
     pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        admin::inspect_shared(&mut self.commands.clone(), key)
+        self.on_commands(async |commands, _| admin::inspect_shared(commands, key).await)
             .await
-            .map_err(lock_error)
     }
 
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        let sharded = self.target.sharded_pubsub();
-        admin::force_release(&mut self.commands.clone(), key, sharded)
-            .await
-            .map_err(lock_error)
+        self.on_commands(async |commands, sharded| {
+            admin::force_release(commands, key, sharded).await
+        })
+        .await
     }
 
     pub(crate) async fn force_release_semaphore(
         &self,
         key: &LockKey,
     ) -> Result<EvictedLeases, LockError> {
-        let sharded = self.target.sharded_pubsub();
-        admin::force_release_semaphore(&mut self.commands.clone(), key, sharded)
-            .await
-            .map_err(lock_error)
+        self.on_commands(async |commands, sharded| {
+            admin::force_release_semaphore(commands, key, sharded).await
+        })
+        .await
     }
 
     pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        let sharded = self.target.sharded_pubsub();
-        admin::force_release_rw(&mut self.commands.clone(), key, sharded)
-            .await
-            .map_err(lock_error)
+        self.on_commands(async |commands, sharded| {
+            admin::force_release_rw(commands, key, sharded).await
+        })
+        .await
     }
 
     /// The keys matching the glob `pattern` on the server, or on every

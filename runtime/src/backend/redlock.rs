@@ -423,34 +423,12 @@ impl RedlockBackend {
     /// nodes, and the highest fencing counter of any node. Fails unless a
     /// quorum answered.
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let mut states = Vec::new();
-        let mut failed = Vec::new();
-        self.on_every_node(
-            self.response_timeout,
-            |mut node| async move { admin::inspect(&mut node, key).await },
-            |index, reply| {
-                match reply {
-                    Ok(state) => states.push(state),
-                    Err(err) => failed.push((index, err)),
-                }
-                false
-            },
-        )
-        .await;
-        if states.len() < self.quorum {
-            return Err(self.unreachable("too few Redlock nodes answered the inspection", failed));
-        }
-        let holder = states
-            .iter()
-            .filter_map(|state| state.holder.as_ref())
-            .find(|token| {
-                states
-                    .iter()
-                    .filter(|state| state.holder.as_ref() == Some(*token))
-                    .count()
-                    >= self.quorum
+        let states = self
+            .answers_of_a_quorum("the inspection", |mut node| async move {
+                admin::inspect(&mut node, key).await
             })
-            .cloned();
+            .await?;
+        let holder = self.quorum_holder(states.iter().map(|state| state.holder.as_ref()));
         let remaining = holder.as_ref().and_then(|token| {
             states
                 .iter()
@@ -470,34 +448,12 @@ impl RedlockBackend {
     /// node's fencing counter; fails unless a quorum did. The evicted holder
     /// is the one a quorum of nodes named; the counter the highest.
     pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        let mut evictions = Vec::new();
-        let mut failed = Vec::new();
-        self.on_every_node(
-            self.response_timeout,
-            |mut node| async move { admin::force_release(&mut node, key, false).await },
-            |index, reply| {
-                match reply {
-                    Ok(evicted) => evictions.push(evicted),
-                    Err(err) => failed.push((index, err)),
-                }
-                false
-            },
-        )
-        .await;
-        if evictions.len() < self.quorum {
-            return Err(self.unreachable("too few Redlock nodes took the forced release", failed));
-        }
-        let holder = evictions
-            .iter()
-            .filter_map(|evicted| evicted.holder.as_ref())
-            .find(|token| {
-                evictions
-                    .iter()
-                    .filter(|evicted| evicted.holder.as_ref() == Some(*token))
-                    .count()
-                    >= self.quorum
+        let evictions = self
+            .answers_of_a_quorum("the forced release", |mut node| async move {
+                admin::force_release(&mut node, key, false).await
             })
-            .cloned();
+            .await?;
+        let holder = self.quorum_holder(evictions.iter().map(|evicted| evicted.holder.as_ref()));
         let fence = evictions
             .iter()
             .map(|evicted| evicted.fence)
@@ -506,9 +462,46 @@ impl RedlockBackend {
         Ok(Evicted { holder, fence })
     }
 
-    /// The keys matching `pattern` on any node that answers; fails unless a
-    /// quorum answered. A node's whole scan (many round trips) is bounded
-    /// by 100 response timeouts.
+    /// The answers to `op` of every node that answered within the response
+    /// timeout; fails unless a quorum did (`what` names the step).
+    async fn answers_of_a_quorum<T, F>(
+        &self,
+        what: &str,
+        op: impl Fn(ConnectionManager) -> F,
+    ) -> Result<Vec<T>, LockError>
+    where
+        F: Future<Output = Result<T, RedisError>>,
+    {
+        let (mut answers, mut failed) = (Vec::new(), Vec::new());
+        self.on_every_node(self.response_timeout, op, |index, reply| {
+            match reply {
+                Ok(answer) => answers.push(answer),
+                Err(err) => failed.push((index, err)),
+            }
+            false
+        })
+        .await;
+        if answers.len() < self.quorum {
+            return Err(self.unreachable(&format!("too few Redlock nodes answered {what}"), failed));
+        }
+        Ok(answers)
+    }
+
+    /// The holder that a quorum of the nodes' answers name, if any.
+    fn quorum_holder<'a>(
+        &self,
+        holders: impl Iterator<Item = Option<&'a String>> + Clone,
+    ) -> Option<String> {
+        holders
+            .clone()
+            .flatten()
+            .find(|token| {
+                let named = holders.clone().filter(|holder| *holder == Some(*token));
+                named.count() >= self.quorum
+            })
+            .cloned()
+    }
+
     /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
     pub(crate) async fn try_permit(
         &self,
@@ -554,6 +547,9 @@ impl RedlockBackend {
         }
     }
 
+    /// The keys matching `pattern` on any node that answers; fails unless a
+    /// quorum answered. A node's whole scan (many round trips) is bounded
+    /// by 100 response timeouts.
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>, LockError> {
         let mut found = Vec::new();
         let mut answered = 0;

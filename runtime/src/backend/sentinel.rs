@@ -32,9 +32,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::connection::RedisConfig;
-use super::discovery::{SentinelCredentials, Sentinels};
+use super::discovery::Sentinels;
 use super::switches::{self, Manager};
-use super::tls::TlsConfig;
 use super::RedisBackend;
 use crate::backend::wait_queue::WaitTicket;
 use crate::keys::LockKey;
@@ -77,20 +76,13 @@ struct Current {
 }
 
 impl SentinelBackend {
-    /// Finds the primary of `service` through the Sentinels at `urls` and
-    /// connects to it; fails as [`Sentinels::primary`] and
-    /// [`RedisBackend::open`] do.
-    pub(crate) async fn connect(
-        service: &str,
-        urls: &[String],
-        config: RedisConfig,
-        tls: &TlsConfig,
-        credentials: Option<&SentinelCredentials>,
-    ) -> Result<Self, LockError> {
-        let sentinels = Sentinels::new(service, urls, config, tls, credentials)?;
+    /// Finds the primary of the service through `sentinels` and connects to
+    /// it; fails as [`Sentinels::primary`] and [`RedisBackend::open`] do.
+    pub(crate) async fn connect(sentinels: Sentinels) -> Result<Self, LockError> {
+        let config = sentinels.config();
         let found = sentinels.primary().await?;
         let primary = RedisBackend::open(found.client, config).await?;
-        tracing::debug!(service, primary = %found.addr, "connected to the primary named by Sentinel");
+        tracing::debug!(service = sentinels.service(), primary = %found.addr, "connected to the primary named by Sentinel");
         let shared = Arc::new(Shared {
             sentinels,
             config,

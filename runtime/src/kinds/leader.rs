@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::lease::guard::HeldLease;
+use crate::lease::guard::{derefs_to_held_lease, HeldLease};
 use crate::{LockError, LockManager, LockOptions};
 
 /// One instance's candidacy for the leadership of a key; see
@@ -166,10 +166,4 @@ impl Term {
     }
 }
 
-impl std::ops::Deref for Term {
-    type Target = HeldLease;
-
-    fn deref(&self) -> &HeldLease {
-        &self.held
-    }
-}
+derefs_to_held_lease!(Term);

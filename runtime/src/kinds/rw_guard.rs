@@ -2,7 +2,7 @@
 //! [`WriteGuard`], each a [`HeldLease`] underneath, so they release exactly
 //! once, on `release()` or drop, as a lock's guard does.
 
-use crate::lease::guard::HeldLease;
+use crate::lease::guard::{derefs_to_held_lease, HeldLease};
 use crate::LockError;
 
 /// Proof that a read lease on [`key`](HeldLease::key) is held: no writer
@@ -66,18 +66,4 @@ impl WriteGuard {
     }
 }
 
-impl std::ops::Deref for ReadGuard {
-    type Target = HeldLease;
-
-    fn deref(&self) -> &HeldLease {
-        &self.held
-    }
-}
-
-impl std::ops::Deref for WriteGuard {
-    type Target = HeldLease;
-
-    fn deref(&self) -> &HeldLease {
-        &self.held
-    }
-}
+derefs_to_held_lease!(ReadGuard, WriteGuard);

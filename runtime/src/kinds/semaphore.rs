@@ -10,7 +10,7 @@
 use std::future::Future;
 
 use crate::acquire::{self, Ask};
-use crate::lease::guard::{HeldLease, LockGuard};
+use crate::lease::guard::{derefs_to_held_lease, HeldLease, LockGuard};
 use crate::{LockError, LockManager, LockOptions};
 
 /// A counting semaphore on one key: at most [`permits`](Self::permits)
@@ -203,19 +203,10 @@ impl Permit {
     }
 }
 
-impl std::ops::Deref for Permit {
-    type Target = HeldLease;
-
-    fn deref(&self) -> &HeldLease {
-        &self.held
-    }
-}
+derefs_to_held_lease!(Permit);
 
 impl std::fmt::Debug for Permit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Permit")
-            .field("key", &self.key())
-            .field("lost", &self.is_lost())
-            .finish()
+        self.held.debug_as("Permit", f)
     }
 }

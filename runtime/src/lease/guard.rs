@@ -179,13 +179,23 @@ impl LockGuard {
     }
 }
 
-impl std::ops::Deref for LockGuard {
-    type Target = HeldLease;
+/// Lets each guard type (a struct whose `held` field is its [`HeldLease`])
+/// dereference to that core, so the methods every kind shares are written
+/// once, on `HeldLease`.
+macro_rules! derefs_to_held_lease {
+    ($($guard:ty),+ $(,)?) => {$(
+        impl std::ops::Deref for $guard {
+            type Target = $crate::lease::guard::HeldLease;
 
-    fn deref(&self) -> &HeldLease {
-        &self.held
-    }
+            fn deref(&self) -> &Self::Target {
+                &self.held
+            }
+        }
+    )+};
 }
+pub(crate) use derefs_to_held_lease;
+
+derefs_to_held_lease!(LockGuard);
 
 /// A release whose answer has not arrived yet. Dropped in that state (the
 /// `release()` future was cancelled mid-way), it sends the release again
@@ -374,9 +384,10 @@ impl Drop for HeldLease {
     }
 }
 
-impl std::fmt::Debug for HeldLease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldLease")
+impl HeldLease {
+    /// Shows the lease (never its owner token) as the guard `name` holding it.
+    pub(crate) fn debug_as(&self, name: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(name)
             .field("key", &self.key())
             .field("fencing_token", &self.lease.issued_fence())
             .field("reentered", &self.reentered)
@@ -385,14 +396,15 @@ impl std::fmt::Debug for HeldLease {
     }
 }
 
+impl std::fmt::Debug for HeldLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.debug_as("HeldLease", f)
+    }
+}
+
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("key", &self.key())
-            .field("fencing_token", &self.lease.issued_fence())
-            .field("reentered", &self.reentered)
-            .field("lost", &self.is_lost())
-            .finish()
+        self.held.debug_as("LockGuard", f)
     }
 }
 
