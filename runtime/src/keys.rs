@@ -396,12 +396,17 @@ mod tests {
         crc % 16384
     }
 
-    #[test]
-    fn lock_keys_give_back_their_user_keys_and_internal_keys_none() {
-        for space in [
+    /// Namespace `app`, without and with hash tags.
+    fn both_spaces() -> [KeySpace; 2] {
+        [
             KeySpace::new("app".into()),
             KeySpace::hash_tagged("app".into()),
-        ] {
+        ]
+    }
+
+    #[test]
+    fn lock_keys_give_back_their_user_keys_and_internal_keys_none() {
+        for space in both_spaces() {
             for user in BRACED {
                 let key = space.key(user);
                 assert_eq!(space.user_key_of(&key.lock), Some(user));
@@ -420,10 +425,7 @@ mod tests {
 
     #[test]
     fn held_names_of_every_kind_give_back_kind_and_user_key_and_internal_names_none() {
-        for space in [
-            KeySpace::new("app".into()),
-            KeySpace::hash_tagged("app".into()),
-        ] {
+        for space in both_spaces() {
             for user in BRACED {
                 let (key, rw) = (space.key(user), space.rwlock(user, KeyKind::Write));
                 let semaphore = space.semaphore(user).lock;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::wait_queue::{WaitTicket, Wake};
-use crate::backend::{Attempt, Backend, Claim, PermitAttempt};
+use crate::backend::{Attempt, Backend, Claim, PermitAttempt, Taking};
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
 use crate::lease::guard::LockGuard;
@@ -131,49 +131,30 @@ impl Ask {
                 options.hold()?;
                 return Ok((ttl_ms, replicas));
             }
-            Ask::Permit { permits } => {
-                let semaphore = "semaphore";
-                if permits == 0 {
+            Ask::Permit { .. } | Ask::Read | Ask::Write => {
+                let (kind, kinds) = match self {
+                    Ask::Permit { .. } => ("semaphore", "permits"),
+                    _ => ("read/write lock", "read/write locks"),
+                };
+                if self == (Ask::Permit { permits: 0 }) {
                     return refuse(
-                        semaphore,
+                        kind,
                         "permits must be at least 1: a semaphore of 0 permits admits nobody",
                     );
                 }
-                if options.fenced {
-                    return refuse(
-                        semaphore,
-                        "permits carry no fencing token; leave `fenced` off",
-                    );
+                if options.fenced && self != Ask::Write {
+                    return refuse(kind, match self {
+                        Ask::Read => "readers carry no fencing token; leave `fenced` off (writers' tokens are above every earlier writer's)",
+                        _ => "permits carry no fencing token; leave `fenced` off",
+                    });
                 }
-                if options.min_replicas.is_some() {
-                    return refuse(
-                        semaphore,
-                        "`min_replicas` is not supported for permits; leave it off",
-                    );
-                }
-                if options.hold_at_least.is_some() {
-                    return refuse(
-                        semaphore,
-                        "`hold_at_least` is not supported for permits; leave it off",
-                    );
-                }
-            }
-            Ask::Read | Ask::Write => {
-                let rwlock = "read/write lock";
-                if self == Ask::Read && options.fenced {
-                    return refuse(rwlock, "readers carry no fencing token; leave `fenced` off (writers' tokens are above every earlier writer's)");
-                }
-                if options.min_replicas.is_some() {
-                    return refuse(
-                        rwlock,
-                        "`min_replicas` is not supported for read/write locks; leave it off",
-                    );
-                }
-                if options.hold_at_least.is_some() {
-                    return refuse(
-                        rwlock,
-                        "`hold_at_least` is not supported for read/write locks; leave it off",
-                    );
+                let unsupported = [
+                    ("min_replicas", options.min_replicas.is_some()),
+                    ("hold_at_least", options.hold_at_least.is_some()),
+                ];
+                if let Some((option, _)) = unsupported.iter().find(|(_, set)| *set) {
+                    let why = format!("`{option}` is not supported for {kinds}; leave it off");
+                    return refuse(kind, &why);
                 }
             }
         }
@@ -476,7 +457,13 @@ impl<'a> Request<'a> {
         let sent = Instant::now();
         let outcome = match self.ask {
             Ask::Lock => backend
-                .try_lock(claim, self.replicas, place)
+                .try_lock(
+                    claim,
+                    Taking {
+                        replicas: self.replicas,
+                        queue_for: place,
+                    },
+                )
                 .await
                 .map(Outcome::from),
             Ask::Permit { permits } => backend.try_permit(claim, permits).await.map(Outcome::from),

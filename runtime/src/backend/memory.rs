@@ -658,9 +658,8 @@ mod tests {
 
     #[test]
     fn expired_locks_and_idle_counters_are_forgotten_once_the_table_grows() {
-        let backend = MemoryBackend::new();
-        let token = OwnerToken::generate();
-        let start = Instant::now();
+        let (backend, token, start) =
+            (MemoryBackend::new(), OwnerToken::generate(), Instant::now());
         let first = fenced(&backend, "reused", &token, 1_000, start);
         for i in 1..MIN_SWEEP {
             fenced(&backend, &format!("k{i}"), &token, 1_000, start);
@@ -695,9 +694,8 @@ mod tests {
 
     #[test]
     fn a_sweep_keeps_live_locks_and_recently_used_counters() {
-        let backend = MemoryBackend::new();
-        let token = OwnerToken::generate();
-        let start = Instant::now();
+        let (backend, token, start) =
+            (MemoryBackend::new(), OwnerToken::generate(), Instant::now());
         let hour = Duration::from_secs(3_600);
         backend.try_lock_at(claim(&key("held"), &token, 3_600_000), start);
         fenced(&backend, "recent", &token, 1_000, start + hour / 12);
@@ -718,9 +716,8 @@ mod tests {
 
     #[test]
     fn many_distinct_keys_do_not_grow_the_table_without_bound() {
-        let backend = MemoryBackend::new();
-        let token = OwnerToken::generate();
-        let start = Instant::now();
+        let (backend, token, start) =
+            (MemoryBackend::new(), OwnerToken::generate(), Instant::now());
         let step = Duration::from_millis(100);
         let mut largest = 0;
         for i in 0..100_000u32 {

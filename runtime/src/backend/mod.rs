@@ -61,6 +61,15 @@ impl Claim<'_> {
     }
 }
 
+/// How one attempt takes a plain lock: the replicas a granted lock must
+/// reach (`None`: no check), and how long a blocked waiter keeps its place
+/// in the key's queue (zero: it keeps none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taking {
+    pub(crate) replicas: Option<MinReplicas>,
+    pub(crate) queue_for: Duration,
+}
+
 /// The outcome of one acquisition attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
@@ -113,11 +122,10 @@ impl Backend {
     pub(crate) async fn try_lock(
         &self,
         claim: Claim<'_>,
-        replicas: Option<MinReplicas>,
-        queue_for: Duration,
+        taking: Taking,
     ) -> Result<Attempt, LockError> {
         dispatch!(self,
-            server => server.try_lock(claim, replicas, queue_for).await,
+            server => server.try_lock(claim, taking).await,
             memory => memory.try_lock(claim))
     }
 

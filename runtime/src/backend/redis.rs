@@ -27,7 +27,7 @@ use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
 use super::tls::TlsConfig;
-use super::{Attempt, Claim, PermitAttempt};
+use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
@@ -95,9 +95,12 @@ impl RedisBackend {
     pub(crate) async fn try_lock(
         &self,
         claim: Claim<'_>,
-        replicas: Option<MinReplicas>,
-        queue_for: Duration,
+        taking: Taking,
     ) -> Result<Attempt, LockError> {
+        let Taking {
+            replicas,
+            queue_for,
+        } = taking;
         if let Some(replicas) = replicas {
             return self.try_lock_replicated(claim, replicas, queue_for).await;
         }

@@ -101,10 +101,9 @@ use super::connection::{lock_error, manager_config, open_manager, RedisConfig, T
 use super::notify::Notifications;
 use super::scripts;
 use super::tls::TlsConfig;
-use super::{Attempt, Claim, PermitAttempt};
+use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
 use crate::keys::{KeyKind, LockKey};
-use crate::options::MinReplicas;
 use crate::token::OwnerToken;
 use crate::validity;
 use crate::{redact_url, LockError};
@@ -253,15 +252,14 @@ impl RedlockBackend {
 
     /// One round on all nodes; see the module documentation.
     /// Redlock keeps no waiter queue: a release wakes waiters, so
-    /// `_queue_for` asks for nothing here.
+    /// `taking.queue_for` asks for nothing here.
     pub(crate) async fn try_lock(
         &self,
         claim: Claim<'_>,
-        replicas: Option<MinReplicas>,
-        _queue_for: Duration,
+        taking: Taking,
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
-        if replicas.is_some() {
+        if taking.replicas.is_some() {
             return Err(LockError::InvalidOptions(
                 "min_replicas is for one master with replicas; Redlock nodes are independent masters, and its quorum keeps a lock through the loss of a node".into(),
             ));

@@ -245,13 +245,24 @@ mod tests {
         assert!(queues.waited_keys().is_empty());
     }
 
-    #[test]
-    fn woken_waiter_that_leaves_before_using_the_wake_passes_it_to_the_next() {
+    /// Two waiters of key `k`, in arrival order.
+    fn two_waiters() -> (Arc<WaitQueues>, WaitTicket, WaitTicket) {
         let queues = Arc::new(WaitQueues::new());
-        let mut first = queues.join("k");
-        let mut second = queues.join("k");
+        let (first, second) = (queues.join("k"), queues.join("k"));
+        (queues, first, second)
+    }
+
+    /// [`two_waiters`] after one release woke the first, which saw it.
+    fn two_waiters_one_woken() -> (Arc<WaitQueues>, WaitTicket, WaitTicket) {
+        let (queues, mut first, second) = two_waiters();
         queues.wake_one("k");
         assert!(first.next().now_or_never() == Some(Wake::Woken));
+        (queues, first, second)
+    }
+
+    #[test]
+    fn woken_waiter_that_leaves_before_using_the_wake_passes_it_to_the_next() {
+        let (_queues, first, mut second) = two_waiters_one_woken();
         assert!(
             second.next().now_or_never().is_none(),
             "one release wakes one waiter"
@@ -265,9 +276,7 @@ mod tests {
 
     #[test]
     fn a_grant_reaches_only_the_waiter_it_names() {
-        let queues = Arc::new(WaitQueues::new());
-        let mut first = queues.join("k");
-        let mut second = queues.join("k");
+        let (queues, mut first, mut second) = two_waiters();
         first.expect_grant("a");
         second.expect_grant("b");
         assert!(queues.grant("k", "b"), "b waits here");
@@ -284,11 +293,7 @@ mod tests {
 
     #[test]
     fn waiter_that_used_its_wake_does_not_pass_it_on() {
-        let queues = Arc::new(WaitQueues::new());
-        let mut first = queues.join("k");
-        let mut second = queues.join("k");
-        queues.wake_one("k");
-        assert!(first.next().now_or_never() == Some(Wake::Woken));
+        let (_queues, mut first, mut second) = two_waiters_one_woken();
         first.wake_used();
         drop(first);
         assert!(

@@ -126,7 +126,9 @@ impl LockManager {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let taken = self.lock_all(keys, options, Attempts::UntilWait).await?;
+        let taken = self
+            .lock_all(key_set(keys)?, options, Attempts::UntilWait)
+            .await?;
         Ok(taken.expect("waiting for every key either takes them all or fails"))
     }
 
@@ -142,32 +144,17 @@ impl LockManager {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.lock_all(keys, options, Attempts::One).await
+        self.lock_all(key_set(keys)?, options, Attempts::One).await
     }
 
-    /// The keys of `keys`, sorted and each once, taken by `attempts`; the
+    /// The `keys` (see [`key_set`]), in order, taken by `attempts`; the
     /// keys taken are given back when one fails or is busy.
-    async fn lock_all<I>(
+    async fn lock_all(
         &self,
-        keys: I,
+        keys: Vec<String>,
         options: LockOptions,
         attempts: Attempts,
-    ) -> Result<Option<MultiGuard>, LockError>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        let mut keys: Vec<String> = keys
-            .into_iter()
-            .map(|key| key.as_ref().to_owned())
-            .collect();
-        keys.sort();
-        keys.dedup();
-        if keys.is_empty() {
-            return Err(LockError::InvalidOptions(
-                "acquire_all needs at least one key".into(),
-            ));
-        }
+    ) -> Result<Option<MultiGuard>, LockError> {
         let hold = options.hold()?;
         let each = options.clone().hold_at_least(Duration::ZERO);
         let deadline = Instant::now().checked_add(options.wait);
@@ -288,4 +275,25 @@ impl Held for MultiGuard {
     async fn release(self) -> Result<(), LockError> {
         MultiGuard::release(self).await
     }
+}
+
+/// The keys of `keys`, sorted and each once: the order every caller takes
+/// them in, so that two callers never wait on each other. Empty: refused.
+fn key_set<I>(keys: I) -> Result<Vec<String>, LockError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut keys: Vec<String> = keys
+        .into_iter()
+        .map(|key| key.as_ref().to_owned())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        return Err(LockError::InvalidOptions(
+            "acquire_all needs at least one key".into(),
+        ));
+    }
+    Ok(keys)
 }
