@@ -50,9 +50,9 @@
 //!   future (the client went away), from a task, without waiting for the TTL.
 //! - **A lock scope.** The handler runs as the body of `with_lock` (or
 //!   `with_locks`, `with_permit`): inside it, `fencing_token()` is the lock's
-//!   and a nested `#[distributed_lock]` on the same key re-enters (not
-//!   with [`Hold::UntilBodyEnds`]: the handler then runs in a scope too, but
-//!   the body streams outside it).
+//!   and a nested `#[distributed_lock]` on the same key re-enters. A body
+//!   streamed under [`Hold::UntilBodyEnds`] is polled by the server after
+//!   the handler has returned, outside that scope.
 //!
 //! # How long the lock is held
 //!
