@@ -38,6 +38,12 @@ pub use leasehold_macros::distributed_lock;
 pub use leasehold_macros::transactional;
 pub use leasehold_runtime::*;
 
+/// A tower layer (axum, tonic, ...) that runs each request under a lock on a
+/// key taken from the request; see the README's "Web services".
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub use leasehold_tower as tower;
+
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx;
 

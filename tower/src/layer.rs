@@ -1,0 +1,246 @@
+//! [`LockLayer`] and its builder: which keys a request locks, with which
+//! options, how refusals are answered and how long the lock is held.
+
+use std::borrow::Borrow;
+use std::sync::Arc;
+
+use http::Request;
+use leasehold_runtime::{LockManager, LockOptions, OnLost};
+use tower_layer::Layer;
+
+use crate::answer::{Answers, OnBusy};
+use crate::error::{BuildError, KeyError};
+use crate::route::Route;
+use crate::service::LockService;
+use crate::target::{KeyFn, Keys, OneKey};
+use crate::template::KeyTemplate;
+
+/// How long a request holds its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hold {
+    /// Until the inner service has produced the response (the default): the
+    /// handler runs under the lock, which is released before the response
+    /// is sent; its body streams unlocked. Right for handlers that do their
+    /// work before they answer, which is most, and it keeps a slow client
+    /// reading a large body from holding the lock.
+    #[default]
+    UntilResponse,
+    /// Until the response body has ended (or the server dropped it, e.g. the
+    /// client went away): for handlers that keep writing while the body
+    /// streams. A lease lost meanwhile ends the body with an error, which
+    /// aborts the response.
+    UntilBodyEnds,
+}
+
+/// A tower layer that runs every request under a leasehold lock on a key
+/// taken from the request; see the crate documentation for the answers.
+///
+/// Built by [`LockLayer::builder`]; cheap to clone. `M` is the manager, or
+/// anything that borrows one (`LockManager`, `Arc<LockManager>`, `&'static
+/// LockManager`); `B` is the request body type of the services it wraps.
+pub struct LockLayer<M, B> {
+    config: Arc<Config<M, B>>,
+}
+
+/// Everything a [`LockService`] needs, shared by the layer and its services.
+pub(crate) struct Config<M, B> {
+    pub(crate) manager: M,
+    pub(crate) keys: Keys<B>,
+    pub(crate) options: LockOptions,
+    pub(crate) answers: Answers,
+    pub(crate) hold: Hold,
+}
+
+impl<M: Borrow<LockManager>, B> LockLayer<M, B> {
+    /// A builder of a layer that takes its locks through `manager`.
+    pub fn builder(manager: M) -> LockLayerBuilder<M, B> {
+        LockLayerBuilder {
+            manager,
+            templates: Vec::new(),
+            key_fn: None,
+            route: None,
+            permits: None,
+            options: LockOptions::new(),
+            answers: Answers {
+                on_busy: OnBusy::Conflict,
+                grpc: false,
+            },
+            hold: Hold::UntilResponse,
+        }
+    }
+}
+
+impl<M, B> Clone for LockLayer<M, B> {
+    fn clone(&self) -> Self {
+        LockLayer {
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<S, M, B> Layer<S> for LockLayer<M, B> {
+    type Service = LockService<S, M, B>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        LockService::new(inner, Arc::clone(&self.config))
+    }
+}
+
+/// Settings of a [`LockLayer`]; [`build`](Self::build) checks them all.
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct LockLayerBuilder<M, B> {
+    manager: M,
+    templates: Vec<String>,
+    key_fn: Option<KeyFn<B>>,
+    route: Option<String>,
+    permits: Option<u32>,
+    options: LockOptions,
+    answers: Answers,
+    hold: Hold,
+}
+
+impl<M: Borrow<LockManager>, B> LockLayerBuilder<M, B> {
+    /// The lock key, as a template over the request: literal text,
+    /// `{header.NAME}` (the header's first value) and `{path.NAME}` (a
+    /// parameter of the [`route`](Self::route)); `{{` and `}}` are literal
+    /// braces. E.g. `"order:{header.idempotency-key}"`.
+    ///
+    /// Given more than once, the request locks every key, all or nothing (as
+    /// `LockManager::with_locks`). A request whose key would lack a part
+    /// (an absent or empty header, a path not matching the route) is
+    /// answered `400` naming it, and takes no lock.
+    pub fn key(mut self, template: &str) -> Self {
+        self.templates.push(template.to_owned());
+        self
+    }
+
+    /// The lock key, computed from the request. Return
+    /// `Err(KeyError::Missing("what".into()))` (or another [`KeyError`]) when
+    /// the request does not name one: it is answered `400` with that
+    /// message. An empty key is answered `400` too, never locked.
+    pub fn key_fn<F>(mut self, key_fn: F) -> Self
+    where
+        F: Fn(&Request<B>) -> Result<String, KeyError> + Send + Sync + 'static,
+    {
+        self.key_fn = Some(Arc::new(key_fn));
+        self
+    }
+
+    /// The route the layer wraps, as the router writes it
+    /// (`"/shows/{show}/seats/{seat}"`, `{*rest}` for the rest of the path):
+    /// where `{path.NAME}` placeholders are read. The layer matches the
+    /// request's path against it itself, so it works under any router.
+    pub fn route(mut self, route: &str) -> Self {
+        self.route = Some(route.to_owned());
+        self
+    }
+
+    /// The lock's options: `ttl`, `wait` (how long a request waits for a
+    /// busy lock before it is answered as busy; default 0, one attempt),
+    /// `label`, `fenced`, ... `on_lost` is always `OnLost::Cancel`: the
+    /// handler never runs on unlocked.
+    pub fn options(mut self, options: LockOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Take one of `permits` permits of the semaphore on the key instead of
+    /// its lock: at most `permits` requests per key at once, across every
+    /// instance (a concurrency limit per tenant, say). One key only.
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.permits = Some(permits);
+        self
+    }
+
+    /// What a busy lock answers over HTTP: `409` (the default) or `429` with
+    /// `Retry-After`.
+    pub fn on_busy(mut self, on_busy: OnBusy) -> Self {
+        self.answers.on_busy = on_busy;
+        self
+    }
+
+    /// Answer with gRPC statuses (for tonic and other gRPC servers): a
+    /// missing key `INVALID_ARGUMENT`, a busy lock `ABORTED`, an unreachable
+    /// lock server or a lost lease `UNAVAILABLE`, anything else `INTERNAL`.
+    pub fn grpc(mut self) -> Self {
+        self.answers.grpc = true;
+        self
+    }
+
+    /// How long a request holds its lock (default [`Hold::UntilResponse`]).
+    pub fn hold(mut self, hold: Hold) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// The layer; fails naming the bad part of a template or route, when no
+    /// key or two key sources were given, and for `permits(0)` or permits
+    /// on several keys.
+    pub fn build(mut self) -> Result<LockLayer<M, B>, BuildError> {
+        let route = self
+            .route
+            .as_deref()
+            .map(Route::parse)
+            .transpose()?
+            .map(Arc::new);
+        let mut templates = self
+            .templates
+            .iter()
+            .map(|template| KeyTemplate::parse(template, route.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.permits == Some(0) {
+            return Err(BuildError::ZeroPermits);
+        }
+        let source = match (templates.len(), self.key_fn.take()) {
+            (0, None) => return Err(BuildError::NoKey),
+            (0, Some(key_fn)) => OneKey::Function(key_fn),
+            (_, Some(_)) => return Err(BuildError::TwoKeySources),
+            (1, None) => OneKey::Template(templates.remove(0)),
+            (several, None) => {
+                if self.permits.is_some() {
+                    return Err(BuildError::PermitsOnSeveralKeys { templates: several });
+                }
+                return Ok(self.layer_of(Keys::Several(templates)));
+            }
+        };
+        let permits = self.permits;
+        Ok(self.layer_of(Keys::One { source, permits }))
+    }
+
+    fn layer_of(self, keys: Keys<B>) -> LockLayer<M, B> {
+        LockLayer {
+            config: Arc::new(Config {
+                manager: self.manager,
+                keys,
+                options: self.options.on_lost(OnLost::Cancel),
+                answers: self.answers,
+                hold: self.hold,
+            }),
+        }
+    }
+}
+
+impl<M, B> std::fmt::Debug for LockLayer<M, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockLayer")
+            .field("keys", &self.config.keys)
+            .field("options", &self.config.options)
+            .field("answers", &self.config.answers)
+            .field("hold", &self.config.hold)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M, B> std::fmt::Debug for LockLayerBuilder<M, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockLayerBuilder")
+            .field("templates", &self.templates)
+            .field("key_fn", &self.key_fn.is_some())
+            .field("route", &self.route)
+            .field("permits", &self.permits)
+            .field("options", &self.options)
+            .field("answers", &self.answers)
+            .field("hold", &self.hold)
+            .finish_non_exhaustive()
+    }
+}
