@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold::{distributed_lock, LockError, LockManager, LockOptions, Semaphore};
-use leasehold_testkit::{FaultProxy, RedisCluster, RedisServer, RespValue};
+use leasehold_testkit::{Engine, FaultProxy, RedisCluster, RedisServer, RespValue};
 use support::{
     connect, drop_after_polls, is_held, lock_value, long, poll_async, proxied_cluster, within,
     PROMPTLY,
@@ -93,7 +93,21 @@ struct Setup {
 
 impl Setup {
     async fn redis(nodes: usize) -> Setup {
-        let servers: Vec<RedisServer> = (0..nodes).map(|_| RedisServer::start()).collect();
+        Setup::servers(nodes, Engine::Redis).await
+    }
+
+    /// One `valkey-server` 9.1 (whose plain-lock release is `DELIFEQ`) behind
+    /// a delaying proxy.
+    async fn valkey() -> Setup {
+        Setup::servers(1, Engine::Valkey).await
+    }
+
+    /// `nodes` servers of `engine` (several: Redlock), each behind a
+    /// delaying proxy.
+    async fn servers(nodes: usize, engine: Engine) -> Setup {
+        let servers: Vec<RedisServer> = (0..nodes)
+            .map(|_| RedisServer::builder().engine(engine).start())
+            .collect();
         let proxies: Vec<FaultProxy> = servers
             .iter()
             .map(|server| FaultProxy::start(server.addr()))
@@ -762,6 +776,11 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_redis_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
     every_future_at_every_await(Setup::redis(1).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valkey_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    every_future_at_every_await(Setup::valkey().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

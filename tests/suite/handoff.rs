@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockGuard, LockManager};
-use leasehold_testkit::{FaultProxy, RedisServer, RespValue};
+use leasehold_testkit::{Engine, FaultProxy, RedisServer, RespValue};
 use support::{command_calls, connect, join_within, long, poll_async, waiting, PROMPTLY};
 use tokio::time::timeout;
 
@@ -38,9 +38,15 @@ async fn until_queued(server: &RedisServer, n: i64) {
     assert!(reached, "{n} waiters never queued (now {})", queued(server));
 }
 
-/// A new server on which a manager of its own holds `KEY` with a long lease.
-async fn server_with_key_held() -> (RedisServer, LockGuard) {
-    let server = RedisServer::start();
+/// A new server of `engine`.
+fn start(engine: Engine) -> RedisServer {
+    RedisServer::builder().engine(engine).start()
+}
+
+/// A new server of `engine` on which a manager of its own holds `KEY` with
+/// a long lease.
+async fn server_with_key_held(engine: Engine) -> (RedisServer, LockGuard) {
+    let server = start(engine);
     let holder = connect(&server.url()).await;
     let guard = holder
         .try_acquire(KEY, long())
@@ -50,9 +56,40 @@ async fn server_with_key_held() -> (RedisServer, LockGuard) {
     (server, guard)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
-    let (server, guard) = server_with_key_held().await;
+/// Each hand-off test runs on Redis 7.0, whose releases are scripts, and on
+/// Valkey 9.1, whose uncontended release is `DELIFEQ`: a queued waiter's
+/// mark on the lock's value must send the holder to the scripted hand-off.
+macro_rules! on_both_engines {
+    ($($name:ident),+ $(,)?) => {
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(leasehold_testkit::Engine::Redis).await;
+                }
+            )+
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(leasehold_testkit::Engine::Valkey).await;
+                }
+            )+
+        }
+    };
+}
+
+on_both_engines!(
+    releases_hand_the_lock_to_waiters_in_arrival_order_across_processes,
+    handed_over_lock_is_never_held_twice_and_every_task_finishes,
+    waiter_that_misses_its_grant_message_still_gets_the_lock,
+    live_waiter_behind_many_dead_ones_is_not_overtaken,
+    granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter
+);
+
+async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes(engine: Engine) {
+    let (server, guard) = server_with_key_held(engine).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for arrival in 1..=4 {
@@ -88,9 +125,8 @@ async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes() {
     assert_eq!(queued(&server), 0, "the queue is left empty");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handed_over_lock_is_never_held_twice_and_every_task_finishes() {
-    let server = RedisServer::start();
+async fn handed_over_lock_is_never_held_twice_and_every_task_finishes(engine: Engine) {
+    let server = start(engine);
     let inside = Arc::new(AtomicUsize::new(0));
     let cycles = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -119,9 +155,8 @@ async fn handed_over_lock_is_never_held_twice_and_every_task_finishes() {
     assert_eq!(queued(&server), 0, "the queue is left empty");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiter_that_misses_its_grant_message_still_gets_the_lock() {
-    let server = RedisServer::start();
+async fn waiter_that_misses_its_grant_message_still_gets_the_lock(engine: Engine) {
+    let server = start(engine);
     let holder = connect(&server.url()).await;
     let waiter = connect(&server.url()).await;
     let guard = holder
@@ -166,9 +201,8 @@ fn server_ms(server: &RedisServer) -> i64 {
 /// More dead waiters (crashed, their places expired) than one script drops
 /// (64) in front of a live one: no attempt takes the lock past the live
 /// waiter, though each call drops only 64 of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn live_waiter_behind_many_dead_ones_is_not_overtaken() {
-    let (server, guard) = server_with_key_held().await;
+async fn live_waiter_behind_many_dead_ones_is_not_overtaken(engine: Engine) {
+    let (server, guard) = server_with_key_held(engine).await;
     let (queue, places) = (format!("lock-queue:{KEY}"), format!("lock-wait:{KEY}"));
     let now = server_ms(&server);
     let mut queued = vec!["ZADD".to_owned(), queue.clone()];
@@ -179,7 +213,11 @@ async fn live_waiter_behind_many_dead_ones_is_not_overtaken() {
     }
     queued.extend(["1000".to_owned(), "live".to_owned()]);
     expiries.extend(["live".to_owned(), (now + 30_000).to_string()]);
-    for command in [queued, expiries] {
+    // As the waiters' own acquisitions would have: they mark the held lock
+    // (which sends a native release to the scripted hand-off).
+    let marked = format!("!{}", guard.token());
+    let mark = ["SET", &format!("lock:{KEY}"), &marked, "KEEPTTL"].map(str::to_owned);
+    for command in [queued, expiries, mark.to_vec()] {
         let args: Vec<&str> = command.iter().map(String::as_str).collect();
         server.command(&args).expect("queue written");
     }
@@ -194,9 +232,8 @@ async fn live_waiter_behind_many_dead_ones_is_not_overtaken() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter() {
-    let (server, guard) = server_with_key_held().await;
+async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter(engine: Engine) {
+    let (server, guard) = server_with_key_held(engine).await;
     let proxy = FaultProxy::start(server.addr());
     let cut_off = LockManager::builder()
         .response_timeout(Duration::from_millis(200))
@@ -310,7 +347,7 @@ fn start_queued_waiter_process(url: &str) -> Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_queued_waiter_holds_up_the_key_only_briefly() {
-    let (server, guard) = server_with_key_held().await;
+    let (server, guard) = server_with_key_held(Engine::Redis).await;
     let mut child = start_queued_waiter_process(&server.url());
     until_queued(&server, 1).await;
     child.kill().expect("SIGKILL the queued waiter");

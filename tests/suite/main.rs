@@ -29,6 +29,7 @@ mod macro_expansion;
 mod macro_runtime;
 mod macro_shapes;
 mod multi_key;
+mod native;
 mod operations;
 mod partition;
 mod partition_shared;

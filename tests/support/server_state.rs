@@ -7,7 +7,8 @@ use leasehold_testkit::{RedisServer, RespValue};
 use super::wait::{poll_async, PROMPTLY};
 
 /// The value of the lock key of `key` (`lock:<key>`) on `server`: the
-/// holder's owner token, or `Nil` when nobody holds it there.
+/// holder's owner token (behind the waiters' mark `!` while waiters are
+/// queued), or `Nil` when nobody holds it there.
 pub fn lock_value(server: &RedisServer, key: &str) -> RespValue {
     server
         .command(&["GET", &format!("lock:{key}")])

@@ -14,6 +14,7 @@ mod commands;
 mod connection;
 mod discovery;
 mod memory;
+mod native;
 mod notify;
 mod redis;
 mod redlock;

@@ -22,6 +22,7 @@ use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
+use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
@@ -47,6 +48,9 @@ pub(crate) struct RedisBackend {
     notifications: Notifications,
     /// The connection of replicated acquisitions, whose `WAIT` blocks it.
     replicated: OnceCell<Commands>,
+    /// The server's own compare-and-delete and compare-and-renew (one
+    /// server only: a cluster's nodes may run different versions).
+    native: NativeCommands,
 }
 
 impl RedisBackend {
@@ -79,6 +83,11 @@ impl RedisBackend {
 
     async fn open_target(target: Target, config: RedisConfig) -> Result<Self, LockError> {
         let commands = target.open(config, Some(config.response_timeout)).await?;
+        let native = match &target {
+            Target::Server(_) => Native::probe(&mut commands.clone()).await,
+            Target::Cluster(_) => Native::default(),
+        };
+        let native = NativeCommands::new(native);
         let notifications = Notifications::open(std::slice::from_ref(&target), config).await;
         Ok(RedisBackend {
             target,
@@ -86,6 +95,7 @@ impl RedisBackend {
             commands,
             notifications,
             replicated: OnceCell::new(),
+            native,
         })
     }
 
@@ -227,19 +237,40 @@ impl RedisBackend {
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
+    /// Releases with the server's compare-and-delete where it has one and
+    /// the lock is plain, falling back to the scripts (see `native`).
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        self.on_commands(async |commands, sharded| release_any(commands, key, token, sharded).await)
-            .await
+        self.on_commands(async |commands, sharded| {
+            if let (KeyKind::Lock, Some(how)) = (key.kind, self.native.release()) {
+                let released = native::release(commands, key, token, how).await;
+                if let Some(answer) = self.native.settled(released) {
+                    return answer;
+                }
+            }
+            release_any(commands, key, token, sharded).await
+        })
+        .await
     }
 
+    /// Renews with the server's compare-and-renew where it has one and the
+    /// lease is a lock's or a writer's, falling back to the scripts (see
+    /// `native`).
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         let key = claim.key;
         self.on_commands(async |commands, _| match key.kind {
-            KeyKind::Lock | KeyKind::Write => renew(commands, claim).await,
+            KeyKind::Lock | KeyKind::Write => {
+                if self.native.renew() {
+                    let renewed = native::renew(commands, claim).await;
+                    if let Some(answer) = self.native.settled(renewed) {
+                        return answer;
+                    }
+                }
+                renew(commands, claim).await
+            }
             KeyKind::Semaphore => renew_member(commands, &key.lock, claim).await,
             KeyKind::Read => renew_member(commands, &key.readers, claim).await,
         })

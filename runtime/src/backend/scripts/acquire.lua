@@ -15,6 +15,10 @@
 --         {0, ms} when it is not: the holder's remaining TTL, or a short
 --            pause when the lock is free but an earlier waiter is first.
 --
+-- While waiters are queued, a held lock's value carries the waiters' mark
+-- (see prelude.lua), so its holder's native release falls back to
+-- release.lua, which hands the lock over.
+--
 -- Fairness: while waiters are queued, the lock goes to the first live one
 -- (by the release that frees it, see release.lua, or by this script when it
 -- is that waiter); a newcomer never overtakes them here. Fencing tokens are
@@ -26,17 +30,18 @@ if stay == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local holder = redis.call('GET', KEYS[1])
+local holder = holder_of(redis.call('GET', KEYS[1]))
 if holder == token then
   redis.call('PEXPIRE', KEYS[1], lease)
   leave_queue(KEYS[2], KEYS[3], token)
+  mark_waiters(KEYS[1], redis.call('EXISTS', KEYS[2]) == 1)
   return {1, 0}
 end
 if not holder then
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first == nil or first == token then
     leave_queue(KEYS[2], KEYS[3], token)
-    redis.call('SET', KEYS[1], token, 'PX', lease)
+    set_holder(KEYS[1], KEYS[2], token, lease)
     return {1, 0}
   end
 end
@@ -46,6 +51,7 @@ if stay > 0 then
   redis.call('HSET', KEYS[3], token, string.format('%.0f', now_us / 1000 + stay))
   redis.call('PEXPIRE', KEYS[2], stay)
   redis.call('PEXPIRE', KEYS[3], stay)
+  mark_waiters(KEYS[1], true)
 end
 if not holder then
   return {0, 50}

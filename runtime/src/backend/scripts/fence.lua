@@ -29,7 +29,7 @@
 --
 -- The counter is written with SET ... GET (clock value, previous value in one
 -- command); the rare previous value at or above the clock is written again.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if not held_by(KEYS[1], ARGV[1]) then
   return -1
 end
 local clock = clock_us()

@@ -12,7 +12,7 @@
 -- holder's writes. The evicted holder's next renewal fails and its body is
 -- cancelled. Waiters are woken as by a release; queued waiters keep their
 -- places and take the lock in arrival order.
-local holder = redis.call('GET', KEYS[1])
+local holder = holder_of(redis.call('GET', KEYS[1]))
 redis.call('DEL', KEYS[1])
 local raised = raise_fence(KEYS[2], ARGV[1])
 redis.call('PUBLISH', KEYS[1], '1')

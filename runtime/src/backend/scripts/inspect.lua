@@ -18,7 +18,7 @@ for _, token in ipairs(queued) do
   end
 end
 return {
-  redis.call('GET', KEYS[1]) or '',
+  holder_of(redis.call('GET', KEYS[1])) or '',
   redis.call('PTTL', KEYS[1]),
   redis.call('GET', KEYS[2]) or '',
   live,

@@ -2,8 +2,9 @@
 //! command is one script, one round trip (the uncontended acquisition is a
 //! plain `SET NX PX`). Hashed once per process; sent by EVALSHA, and on
 //! NOSCRIPT loaded (`SCRIPT LOAD`) and sent again. `prelude.lua` holds the
-//! functions the scripts share (the server clock, the waiter queue, a
-//! semaphore's expired leases); it is prepended to each that uses them.
+//! functions the scripts share (the server clock, the waiter queue and its
+//! mark on the lock's value, a semaphore's expired leases); it is prepended
+//! to each that uses them.
 
 use once_cell::sync::Lazy;
 use redis::Script;
@@ -86,7 +87,7 @@ pub(crate) static RW_FORCE_RELEASE: Lazy<Publishing> =
 /// from stale data, for the current holder only; see `fence.lua`.
 pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
-pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| Script::new(include_str!("renew.lua")));
+pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see
 /// `fence_floor.lua`.
 pub(crate) static FENCE_FLOOR: Lazy<Script> =

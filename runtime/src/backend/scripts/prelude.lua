@@ -53,6 +53,52 @@ local function leave_queue(queue_key, waiters_key, token)
   redis.call('HDEL', waiters_key, token)
 end
 
+-- The waiters' mark: while waiters are queued for a held lock, its value is
+-- the holder's owner token behind this prefix (owner tokens start with hex
+-- digits, so no token starts with it). A server-native compare-and-delete
+-- (DELIFEQ, DELEX IFEQ) or compare-and-renew (SET IFEQ) with the bare token
+-- then fails, and the holder falls back to the scripts, which hand the lock
+-- to the first waiter: no queued waiter is skipped by a native release.
+local WAITERS_MARK = '!'
+
+-- The owner token a lock's value names, without the waiters' mark.
+local function holder_of(value)
+  if value and string.sub(value, 1, 1) == WAITERS_MARK then
+    return string.sub(value, 2)
+  end
+  return value
+end
+
+-- Whether the lock at `lock_key` is held by `token`, marked or not.
+local function held_by(lock_key, token)
+  return holder_of(redis.call('GET', lock_key)) == token
+end
+
+-- Sets the lock to `token` for `lease_ms`, with the waiters' mark when the
+-- queue has waiters.
+local function set_holder(lock_key, queue_key, token, lease_ms)
+  local value = token
+  if redis.call('EXISTS', queue_key) == 1 then
+    value = WAITERS_MARK .. token
+  end
+  redis.call('SET', lock_key, value, 'PX', lease_ms)
+end
+
+-- Marks a held lock's value that waiters are queued (`marked` true) or
+-- clears the mark, keeping its TTL; no change when it is as asked.
+local function mark_waiters(lock_key, marked)
+  local value = redis.call('GET', lock_key)
+  if not value then
+    return
+  end
+  local holder = holder_of(value)
+  if marked and value == holder then
+    redis.call('SET', lock_key, WAITERS_MARK .. holder, 'KEEPTTL')
+  elseif not marked and value ~= holder then
+    redis.call('SET', lock_key, holder, 'KEEPTTL')
+  end
+end
+
 -- Drops the members of a semaphore's holder set whose lease has ended (their
 -- score, the expiry in server ms, is not after now), so that a crashed
 -- holder's permit comes back when its lease ends; also serves a read/write

@@ -6,7 +6,8 @@
 -- ARGV[2]  grant window in milliseconds; 0 never grants (Redlock, whose
 --          nodes must not hand a lock over one by one)
 -- Returns 1 when our lock was released, 0 when it was no longer ours (then
--- the token also leaves the queue: a waiter that gives up calls this).
+-- the token also leaves the queue: a waiter that gives up calls this; the
+-- last to leave clears the holder's waiters' mark, see prelude.lua).
 --
 -- The hand-off: the first live waiter gets the lock at once, under its own
 -- owner token, with a lease of the grant window, and its owner token as a
@@ -19,8 +20,11 @@
 -- dead ones to look past in one script) the message `1` wakes one waiter of
 -- each listening process, which then tries again.
 local token, window = ARGV[1], tonumber(ARGV[2])
-if redis.call('GET', KEYS[1]) ~= token then
+if not held_by(KEYS[1], token) then
   leave_queue(KEYS[2], KEYS[3], token)
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    mark_waiters(KEYS[1], false)
+  end
   return 0
 end
 if window > 0 then
@@ -31,7 +35,7 @@ if window > 0 then
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first then
     leave_queue(KEYS[2], KEYS[3], first)
-    redis.call('SET', KEYS[1], first, 'PX', window)
+    set_holder(KEYS[1], KEYS[2], first, window)
     redis.call('PUBLISH', KEYS[1], first)
     return 1
   end
