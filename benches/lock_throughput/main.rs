@@ -8,6 +8,7 @@
 //! REDIS_URL=redis://127.0.0.1:6379 cargo bench --bench lock_throughput
 //! LOCK_BENCH_REDIS_CPUS=0 LOCK_BENCH_CLIENT_CPUS=1-3 cargo bench --bench lock_throughput
 //! LOCK_BENCH_ONLY=U1,U32 cargo bench --bench lock_throughput   # only these workloads
+//! LOCK_BENCH_ENGINE=valkey cargo bench --bench lock_throughput  # valkey-server 9.1 as the one server
 //! ```
 //!
 //! Measured as production runs: each redis-server the bench starts is pinned
@@ -56,7 +57,7 @@ mod report;
 mod subjects;
 mod workloads;
 
-use leasehold_testkit::{RedisCluster, RedisServer};
+use leasehold_testkit::{Engine, RedisCluster, RedisServer};
 
 use crate::cpu::Placement;
 use crate::measure::{measure, Table, Workload};
@@ -203,6 +204,18 @@ const TABLES: &[Table] = &[
     },
 ];
 
+/// The server the bench starts for the one-server workloads:
+/// `LOCK_BENCH_ENGINE=valkey` for `valkey-server` 9.1 (from
+/// `LEASEHOLD_VALKEY_SERVER`, see `scripts/ensure-valkey`), else
+/// `redis-server`.
+fn engine_from_env() -> Engine {
+    match std::env::var("LOCK_BENCH_ENGINE").as_deref() {
+        Ok("valkey") => Engine::Valkey,
+        Ok("redis") | Err(_) => Engine::Redis,
+        Ok(other) => panic!("LOCK_BENCH_ENGINE={other}: expected redis or valkey"),
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(cross_process::WORKER_ARG) {
@@ -218,7 +231,9 @@ fn main() {
     let mut placement = Placement::from_env(cpus);
     // First, so that everything started from here on inherits it.
     placement.pin_self();
-    let own_server = std::env::var("REDIS_URL").is_err().then(RedisServer::start);
+    let own_server = std::env::var("REDIS_URL")
+        .is_err()
+        .then(|| RedisServer::builder().engine(engine_from_env()).start());
     let url = own_server.as_ref().map_or_else(
         || std::env::var("REDIS_URL").expect("REDIS_URL is set"),
         RedisServer::url,

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue};
 use support::{
-    assert_granted_twice, assert_not_replicated, assert_subscribed_soon, lease_still_valid,
-    lock_value, long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
+    assert_granted_twice, assert_not_replicated, assert_subscribed_soon, holder_token,
+    lease_still_valid, lock_value, long, poll_async, sentinel_manager, shared_sentinel, within,
+    NO_HANG,
 };
 
 /// Connect and response timeouts of the managers of these tests, so that a
@@ -143,7 +144,7 @@ async fn forced_failover_keeps_or_reports_the_lease_and_the_waiter_gets_the_lock
                 "the waiter has waited {KEEP:?} although the holder's lease is gone"
             );
             assert_eq!(
-                lock_value(topology.primary(), "job").as_str(),
+                holder_token(&lock_value(topology.primary(), "job")),
                 Some(token.as_str()),
                 "the holder kept its lease on the new primary"
             );

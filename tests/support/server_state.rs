@@ -15,6 +15,13 @@ pub fn lock_value(server: &RedisServer, key: &str) -> RespValue {
         .unwrap_or_else(|err| panic!("GET lock:{key} failed: {err}"))
 }
 
+/// The owner token a lock key's value names, without the waiters' mark.
+pub fn holder_token(value: &RespValue) -> Option<&str> {
+    value
+        .as_str()
+        .map(|value| value.strip_prefix('!').unwrap_or(value))
+}
+
 /// The fencing counter of `key` (`lock-fence:<key>`) on `server`, if any.
 pub fn fence_counter(server: &RedisServer, key: &str) -> Option<u64> {
     let reply = server

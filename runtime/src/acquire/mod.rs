@@ -687,16 +687,22 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Confirms a lock that a release handed to this waiter with one more
-    /// attempt: `acquire.lua` sees the lock is ours (whatever waiters' mark
-    /// its value carries) and extends it to the waiter's own ttl, then
-    /// `WAIT`s for a replicated request, so the lock it keeps has reached
-    /// its replicas like any other it takes. Returns when the attempt was
-    /// sent (the lease counts from then), or `None` when the grant had
-    /// already run out (the waiter is queued again).
+    /// Confirms a lock that a release handed to this waiter, by extending it
+    /// to the waiter's own ttl (`renew.lua` accepts the waiters' mark, and
+    /// touches the lock's key alone, as a script must during a Cluster slot
+    /// migration): returns when the confirmation was sent (the lease counts
+    /// from then), or `None` when the grant had already run out. A
+    /// replicated request confirms with a replicated attempt (`acquire.lua`
+    /// sees the lock is ours and extends it, then `WAIT`), so the lock it
+    /// keeps has reached its replicas like any other it takes.
     async fn confirm_grant(&self) -> Result<Option<Instant>, LockError> {
-        let (outcome, sent) = self.attempt(self.place).await?;
-        Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent))
+        if self.replicas.is_some() {
+            let (outcome, sent) = self.attempt(self.place).await?;
+            return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
+        }
+        let sent = Instant::now();
+        let confirmed = self.backend.renew(self.claim()).await?;
+        Ok(confirmed.then_some(sent))
     }
 }
 

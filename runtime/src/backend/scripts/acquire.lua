@@ -33,15 +33,17 @@ end
 local holder = holder_of(redis.call('GET', KEYS[1]))
 if holder == token then
   redis.call('PEXPIRE', KEYS[1], lease)
-  leave_queue(KEYS[2], KEYS[3], token)
-  mark_waiters(KEYS[1], redis.call('EXISTS', KEYS[2]) == 1)
+  mark_waiters(KEYS[1], leave_queue(KEYS[2], KEYS[3], token) > 0)
   return {1, 0}
 end
 if not holder then
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first == nil or first == token then
-    leave_queue(KEYS[2], KEYS[3], token)
-    set_holder(KEYS[1], KEYS[2], token, lease)
+    local waiters_left = 0
+    if first then
+      waiters_left = leave_queue(KEYS[2], KEYS[3], token)
+    end
+    set_holder(KEYS[1], token, lease, waiters_left)
     return {1, 0}
   end
 end

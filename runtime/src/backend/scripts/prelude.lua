@@ -47,10 +47,18 @@ local function first_live_waiter(queue_key, waiters_key)
   return false
 end
 
--- Removes `token` from the queue.
+-- Removes `token` from the queue; how many waiters are left in it. The
+-- queue is counted before the removal: during a slot migration a script may
+-- not touch a key that is missing on its node, and the removal of the last
+-- waiter deletes the queue.
 local function leave_queue(queue_key, waiters_key, token)
-  redis.call('ZREM', queue_key, token)
+  local queued = redis.call('ZCARD', queue_key)
+  if queued == 0 then
+    return 0
+  end
+  local removed = redis.call('ZREM', queue_key, token)
   redis.call('HDEL', waiters_key, token)
+  return queued - removed
 end
 
 -- The waiters' mark: while waiters are queued for a held lock, its value is
@@ -74,11 +82,11 @@ local function held_by(lock_key, token)
   return holder_of(redis.call('GET', lock_key)) == token
 end
 
--- Sets the lock to `token` for `lease_ms`, with the waiters' mark when the
--- queue has waiters.
-local function set_holder(lock_key, queue_key, token, lease_ms)
+-- Sets the lock to `token` for `lease_ms`, with the waiters' mark when
+-- `waiters_left` are queued.
+local function set_holder(lock_key, token, lease_ms, waiters_left)
   local value = token
-  if redis.call('EXISTS', queue_key) == 1 then
+  if waiters_left > 0 then
     value = WAITERS_MARK .. token
   end
   redis.call('SET', lock_key, value, 'PX', lease_ms)

@@ -21,8 +21,7 @@
 -- each listening process, which then tries again.
 local token, window = ARGV[1], tonumber(ARGV[2])
 if not held_by(KEYS[1], token) then
-  leave_queue(KEYS[2], KEYS[3], token)
-  if redis.call('EXISTS', KEYS[2]) == 0 then
+  if leave_queue(KEYS[2], KEYS[3], token) == 0 then
     mark_waiters(KEYS[1], false)
   end
   return 0
@@ -34,8 +33,7 @@ if window > 0 then
   end
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first then
-    leave_queue(KEYS[2], KEYS[3], first)
-    set_holder(KEYS[1], KEYS[2], first, window)
+    set_holder(KEYS[1], first, window, leave_queue(KEYS[2], KEYS[3], first))
     redis.call('PUBLISH', KEYS[1], first)
     return 1
   end
