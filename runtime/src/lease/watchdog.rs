@@ -628,3 +628,38 @@ impl WatchedLease {
         self.status.send_replace(LeaseStatus::Lost);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_renewals_spread_over_the_last_quarter_of_the_period() {
+        let period = Duration::from_secs(1);
+        let spreads: Vec<Duration> = (0..1000)
+            .map(|nth| first_renewal_spread(nth, period))
+            .collect();
+        assert!(spreads.iter().all(|spread| *spread <= period / 4));
+        let late_half = spreads
+            .iter()
+            .filter(|spread| **spread > period / 8)
+            .count();
+        assert!(
+            (400..=600).contains(&late_half),
+            "{late_half} of 1000 in the later half"
+        );
+    }
+
+    #[test]
+    fn a_gathered_renewal_is_never_later_and_at_most_a_bucket_early() {
+        let long = Duration::from_secs(1);
+        for offset_ms in 0..50 {
+            let at = *EPOCH + Duration::from_micros(offset_ms * 1_037);
+            let gathered = gathered(at, long);
+            assert!(gathered <= at && at - gathered < BUCKET);
+        }
+        let short = 3 * BUCKET;
+        let at = *EPOCH + Duration::from_millis(7);
+        assert_eq!(gathered(at, short), at, "a short period is never gathered");
+    }
+}
