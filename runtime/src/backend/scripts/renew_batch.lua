@@ -1,7 +1,6 @@
 -- Extend many leases at once, each only if it is still ours: a lock's (or a
--- writer's) key compared with its value (one MGET for every key of the
--- call, which halves the commands a plain lock costs) and extended with
--- PEXPIRE, as renew.lua does; a member of a lease set (a semaphore's permit or a read lease)
+-- writer's) key compared with GET and extended with PEXPIRE, as renew.lua
+-- does; a member of a lease set (a semaphore's permit or a read lease)
 -- compared with ZSCORE and extended with ZADD XX, as member_renew.lua does.
 -- KEYS[i]      the i-th lease's key, or its lease set
 -- ARGV[3i-2]   its owner token
@@ -9,23 +8,12 @@
 -- ARGV[3i]     'k' for a key, 'm' for a member of a lease set
 -- Returns one integer per lease, in order: 1 when extended, 0 when it is
 -- gone or someone else's.
-local keys = {}
-for i, key in ipairs(KEYS) do
-  if ARGV[3 * i] == 'k' then
-    keys[#keys + 1] = key
-  end
-end
-local values = {}
-if #keys > 0 then
-  values = redis.call('MGET', unpack(keys))
-end
-local renewed, read = {}, 0
+local renewed = {}
 for i, key in ipairs(KEYS) do
   local token, ttl_ms, kind = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
   renewed[i] = 0
   if kind == 'k' then
-    read = read + 1
-    if values[read] == token then
+    if redis.call('GET', key) == token then
       renewed[i] = redis.call('PEXPIRE', key, ttl_ms)
     end
   else
