@@ -9,6 +9,7 @@
 //! LOCK_BENCH_REDIS_CPUS=0 LOCK_BENCH_CLIENT_CPUS=1-3 cargo bench --bench lock_throughput
 //! LOCK_BENCH_ONLY=U1,U32 cargo bench --bench lock_throughput   # only these workloads
 //! LOCK_BENCH_ENGINE=valkey cargo bench --bench lock_throughput  # valkey-server 9.1 as the one server
+//! LOCK_BENCH_ONLY=held cargo bench --bench lock_throughput      # many leases held, see `held`
 //! ```
 //!
 //! Measured as production runs: each redis-server the bench starts is pinned
@@ -27,7 +28,7 @@
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
 //! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
 //! through the attribute), CL-U32 (U32 on the cluster; the cluster starts
-//! only when CL-U32 is selected). Commands sent are counted in one more, smaller run
+//! only when CL-U32 is selected), and `held`, N leases held at once ([`held`]). Commands sent are counted in one more, smaller run
 //! of each under MONITOR ([`monitor`]).
 //!
 //! The subjects take turns going first from round to round ([`measure`]);
@@ -49,6 +50,7 @@
 
 mod cpu;
 mod cross_process;
+mod held;
 mod measure;
 mod monitor;
 mod raw;
@@ -331,6 +333,9 @@ fn main() {
             print_table(table, runs);
         }
         print_command_time(TABLES, &results);
+        if selected("held") {
+            held::run(&url, scale).await;
+        }
     });
 }
 

@@ -14,6 +14,7 @@
 mod support;
 
 mod acl;
+mod batch_renewal;
 mod cancellation;
 mod cluster;
 mod computed_settings;

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
+use super::batch::Renewal;
 use super::rwlock::READERS_TURN;
 use super::{Attempt, Claim, PermitAttempt};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
@@ -441,6 +442,14 @@ impl MemoryBackend {
 
     pub(crate) fn watch(&self, key: &LockKey) -> WaitTicket {
         self.queues.join(key.channel())
+    }
+
+    /// Renews each lease of a batch in place; see `batch`.
+    pub(crate) fn renew_batch(&self, claims: &[Claim<'_>]) -> Vec<Renewal> {
+        claims
+            .iter()
+            .map(|claim| Renewal::from_server(self.renew(*claim)))
+            .collect()
     }
 }
 

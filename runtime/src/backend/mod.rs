@@ -322,3 +322,8 @@ impl Backend {
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
+
+/// Renewals of many leases in one script call per server; declared after
+/// `dispatch!`, which it uses.
+mod batch;
+pub(crate) use self::batch::Renewal;

@@ -18,6 +18,7 @@ use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use super::batch::{renew_each, Renewal};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
 };
@@ -402,6 +403,25 @@ impl RedisBackend {
 
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
         self.notifications.watch(key.channel(), 1).await
+    }
+
+    /// Renews a batch of leases (of one hash tag on a cluster) with one
+    /// script call, or a lone lease as [`renew`](Self::renew) does; see
+    /// `batch`.
+    pub(crate) async fn renew_batch(
+        &self,
+        claims: &[Claim<'_>],
+    ) -> Result<Vec<Renewal>, LockError> {
+        // A lease due alone is renewed as `renew` does it: with the server's
+        // own compare-and-renew where it has one, no script.
+        let renewed = match claims {
+            [claim] => vec![self.renew(*claim).await?],
+            _ => {
+                self.on_commands(async |commands, _| renew_each(commands, claims).await)
+                    .await?
+            }
+        };
+        Ok(renewed.into_iter().map(Renewal::from_server).collect())
     }
 }
 

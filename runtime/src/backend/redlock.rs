@@ -96,6 +96,7 @@ use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use super::batch::{renew_each, Renewal};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
 use super::notify::Notifications;
@@ -700,6 +701,59 @@ impl RedlockBackend {
         } else {
             LockError::Server(message)
         }
+    }
+
+    /// Renews a batch of leases on every node at once, one script call per
+    /// node, each answer bounded by the node timeout of the shortest ttl
+    /// among them (see `batch`). A lease is renewed iff a quorum of nodes
+    /// renewed it, refused once more than N − quorum refused it, and
+    /// unknown otherwise; fewer than a quorum of nodes answering fails the
+    /// whole batch.
+    pub(crate) async fn renew_batch(
+        &self,
+        claims: &[Claim<'_>],
+    ) -> Result<Vec<Renewal>, LockError> {
+        let ttl = claims.iter().map(Claim::ttl).min().unwrap_or_default();
+        let (n, quorum) = (self.nodes.len(), self.quorum);
+        let mut tallies: Vec<Tally> = claims.iter().map(|_| Tally::default()).collect();
+        let mut failed = Vec::new();
+        self.on_every_node(
+            self.node_timeout(ttl),
+            |mut node| async move { renew_each(&mut node, claims).await },
+            |index, reply| {
+                match reply {
+                    Ok(renewed) => {
+                        for (tally, renewed) in tallies.iter_mut().zip(renewed) {
+                            tally.record(index, Ok(renewed));
+                        }
+                    }
+                    Err(err) => failed.push((index, err)),
+                }
+                false
+            },
+        )
+        .await;
+        if failed.len() > n - quorum {
+            return Err(self.unreachable(
+                &format!(
+                    "a batch of renewals reached {} of {n} Redlock nodes, a quorum needs {quorum}",
+                    n - failed.len()
+                ),
+                failed,
+            ));
+        }
+        Ok(tallies
+            .iter()
+            .map(|tally| {
+                if tally.ours >= quorum {
+                    Renewal::Renewed
+                } else if tally.not_ours > n - quorum {
+                    Renewal::Refused
+                } else {
+                    Renewal::Unknown
+                }
+            })
+            .collect())
     }
 }
 

@@ -2,9 +2,8 @@
 //!
 //! One timer task per manager serves all of its leases: taking a lock costs a
 //! map insert, not a task, and a lock released before its first renewal (most
-//! of them) never touches the timer at all. A renewal that is due runs in its
-//! own short task, so a slow server delays no other lease's renewal. The timer
-//! task ends one second after the manager's last lease is gone.
+//! of them) never touches the timer at all. The timer task ends one second
+//! after the manager's last lease is gone.
 //!
 //! Renewals are sent every `ttl / 3`, counted from when the acquisition (or
 //! the last successful renewal) was *sent*. A failed renewal is retried every
@@ -13,26 +12,39 @@
 //! lease is reported lost. `Lease::lost` also wakes at the validity on its own,
 //! so a stalled timer cannot delay the report either.
 //!
+//! Renewals go out in batches (see `backend/batch`): every renewal due at one
+//! moment is sent by one short task, with one script call per batch of up to
+//! 200 leases, rather than each in a task and a round trip of its own; the
+//! answer says for each lease whether it is still ours, and each lease is
+//! then kept, retried or reported lost by the rules above, on its own. Each
+//! batch waits for its answer until the earliest validity among its leases
+//! at most. So that renewals fall due together, a lease's renewal time is
+//! moved back to the start of its [`BUCKET`] (a renewal at most 10 ms early,
+//! for a ttl of 120 ms or more); so that leases taken in a burst are not
+//! renewed in one burst forever after, the first renewal of each comes at a
+//! point spread evenly over the last quarter before `ttl / 3`. No renewal
+//! is ever sent later than `ttl / 3` after the previous one.
+//!
 //! The leases of one `acquire_all` are renewed together
 //! ([`RenewalTimer::renew_together`]): one timer slot and one cycle for the
-//! set, every key's renewal sent at the same moment and in flight together,
+//! set, every key's renewal sent at the same moment,
 //! instead of one cycle per key at staggered times.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{watch, Notify};
-use tokio::task::AbortHandle;
 use tokio::time::timeout_at;
 
-use crate::backend::{Backend, Claim};
+use crate::backend::{Backend, Claim, Renewal};
 use crate::keys::LockKey;
 use crate::lease::{self, LeaseStatus};
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
+use crate::LockError;
 
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
 const MIN_PERIOD: Duration = Duration::from_millis(5);
@@ -40,11 +52,23 @@ const MIN_PERIOD: Duration = Duration::from_millis(5);
 /// How long the timer task lingers with nothing to do before it ends.
 const IDLE: Duration = Duration::from_secs(1);
 
+/// The renewals due within one bucket of this length fire together, at its
+/// start, for watchdogs whose period is at least four buckets long.
+const BUCKET: Duration = Duration::from_millis(10);
+
+/// Where the buckets start: at this instant and every [`BUCKET`] after it.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+/// Why a lease is lost when its validity ended without a renewal.
+const NOT_RENEWED_IN_TIME: &str = "no renewal was granted before the lease's validity ended";
+
 /// The renewal timer of one manager.
 #[derive(Default)]
 pub(crate) struct RenewalTimer {
     schedule: Mutex<Schedule>,
     wake: Notify,
+    /// How many leases were watched, which spreads their first renewals.
+    watched: AtomicU64,
 }
 
 #[derive(Default)]
@@ -94,7 +118,8 @@ pub(crate) struct Watched {
 #[derive(Default)]
 struct WatchState {
     slot: Option<(Instant, u64)>,
-    in_flight: Option<AbortHandle>,
+    /// Whether a batch is renewing this watchdog's leases now.
+    in_flight: bool,
     stopped: bool,
 }
 
@@ -131,7 +156,10 @@ impl RenewalTimer {
             state: Mutex::new(WatchState::default()),
         });
         let first = match watchdog.leases[0].valid_until() {
-            Some(_) if renew => sent + watchdog.period(),
+            Some(_) if renew => {
+                let nth = self.watched.fetch_add(1, Ordering::Relaxed);
+                sent + watchdog.period() - first_renewal_spread(nth, watchdog.period())
+            }
             Some(valid_until) => valid_until,
             None => return watchdog,
         };
@@ -184,6 +212,7 @@ impl RenewalTimer {
     }
 
     fn schedule(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
+        let at = gathered(at, watchdog.period());
         let (slot, wake, start_timer) = {
             let mut schedule = locked(&self.schedule);
             schedule.next_id += 1;
@@ -242,9 +271,7 @@ impl RenewalTimer {
                 schedule.timer_wakes_at = Some(wakes_at);
                 (fired, wakes_at)
             };
-            for watchdog in fired.into_values() {
-                watchdog.fire();
-            }
+            fire(fired.into_values());
             tokio::select! {
                 () = tokio::time::sleep_until(wakes_at.into()) => {}
                 () = self.wake.notified() => {}
@@ -265,14 +292,178 @@ impl Drop for TimerRunning {
     }
 }
 
+/// Fires the watchdogs that are due: reports the fixed leases whose
+/// validity ended as lost, and renews the others' leases in one short task,
+/// in batches (one task per backend, which is the manager's one).
+fn fire(due: impl Iterator<Item = Arc<Watchdog>>) {
+    let mut renewing: Vec<(Arc<Backend>, Vec<Arc<Watchdog>>)> = Vec::new();
+    for watchdog in due {
+        if !watchdog.renew {
+            watchdog.report_expired();
+        } else if watchdog.start_renewal() {
+            match renewing
+                .iter_mut()
+                .find(|(backend, _)| Arc::ptr_eq(backend, &watchdog.backend))
+            {
+                Some((_, watchdogs)) => watchdogs.push(watchdog),
+                None => renewing.push((Arc::clone(&watchdog.backend), vec![watchdog])),
+            }
+        }
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    for (backend, watchdogs) in renewing {
+        runtime.spawn(renew_due(backend, watchdogs));
+    }
+}
+
+/// One lease a batch renews: whose it is (an index among the batch's
+/// watchdogs), and its validity when the batch was sent.
+struct Due<'a> {
+    watchdog: usize,
+    lease: &'a WatchedLease,
+    valid_until: Instant,
+}
+
+/// What became of one lease's renewal.
+enum Answer<'a> {
+    /// The batch's answer for it.
+    Told(Renewal),
+    /// The batch failed.
+    Failed(&'a LockError),
+    /// The batch was not answered before the earliest validity among its leases.
+    Unanswered,
+}
+
+/// Where one watchdog's cycle stands in a batch: its leases not yet
+/// answered, and when it is due next.
+#[derive(Default)]
+struct Cycle {
+    pending: usize,
+    next: Option<Instant>,
+}
+
+/// Renews every lease still held of `watchdogs` (due now, on `backend`) in
+/// batches sent at once, each waiting for its answer until the earliest
+/// validity among its leases at most. Each lease is kept, retried or lost
+/// by its own answer; each watchdog's next cycle is scheduled as soon as
+/// all its leases are answered (a retry no later than its validity).
+async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
+    let sent = Instant::now();
+    let mut cycles: Vec<Cycle> = watchdogs.iter().map(|_| Cycle::default()).collect();
+    let mut due = Vec::new();
+    for (index, watchdog) in watchdogs.iter().enumerate() {
+        for lease in watchdog.leases.iter().filter(|lease| !lease.has_ended()) {
+            match lease.valid_until() {
+                Some(valid_until) if valid_until > sent => {
+                    due.push(Due {
+                        watchdog: index,
+                        lease,
+                        valid_until,
+                    });
+                    cycles[index].pending += 1;
+                }
+                Some(_) => lease.report_lost(NOT_RENEWED_IN_TIME),
+                None => {}
+            }
+        }
+    }
+    for (watchdog, cycle) in watchdogs.iter().zip(&cycles) {
+        if cycle.pending == 0 {
+            watchdog.finish(None);
+        }
+    }
+    due.sort_unstable_by_key(|lease| lease.valid_until);
+    let claims: Vec<Claim<'_>> = due
+        .iter()
+        .map(|lease| Claim {
+            key: &lease.lease.key,
+            token: &lease.lease.token,
+            ttl_ms: watchdogs[lease.watchdog].ttl_ms(),
+        })
+        .collect();
+    let (backend, due, claims) = (&*backend, &due, &claims);
+    let mut replies: FuturesUnordered<_> = backend
+        .renewal_batches(claims)
+        .into_iter()
+        .map(|batch| async move {
+            let bound = batch.iter().map(|&index| due[index].valid_until).min();
+            let sent_claims: Vec<Claim<'_>> = batch.iter().map(|&index| claims[index]).collect();
+            let reply = match bound {
+                Some(bound) => timeout_at(bound.into(), backend.renew_batch(&sent_claims))
+                    .await
+                    .ok(),
+                None => None,
+            };
+            (batch, reply)
+        })
+        .collect();
+    while let Some((batch, reply)) = replies.next().await {
+        let answers: Vec<Answer<'_>> = match &reply {
+            Some(Ok(renewals)) => renewals.iter().map(|&told| Answer::Told(told)).collect(),
+            Some(Err(err)) => batch.iter().map(|_| Answer::Failed(err)).collect(),
+            None => batch.iter().map(|_| Answer::Unanswered).collect(),
+        };
+        for (&index, answer) in batch.iter().zip(answers) {
+            let Due {
+                watchdog,
+                lease,
+                valid_until,
+            } = due[index];
+            let next = watchdogs[watchdog].settle(lease, valid_until, sent, answer);
+            let cycle = &mut cycles[watchdog];
+            cycle.next = match (cycle.next, next) {
+                (Some(earlier), Some(next)) => Some(earlier.min(next)),
+                (earlier, next) => earlier.or(next),
+            };
+            cycle.pending -= 1;
+            if cycle.pending == 0 {
+                watchdogs[watchdog].finish(cycle.next);
+            }
+        }
+    }
+}
+
+/// How much earlier than one period after its acquisition the `nth` lease
+/// watched is first renewed: spread evenly over the last quarter of the
+/// period (a Weyl sequence), so that leases taken in a burst are renewed
+/// over a quarter of a period, not all at one instant.
+fn first_renewal_spread(nth: u64, period: Duration) -> Duration {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let quarter = period.as_nanos() / 4;
+    let spread = (u128::from(nth.wrapping_mul(GOLDEN)) * quarter) >> 64;
+    Duration::from_nanos(u64::try_from(spread).unwrap_or(0))
+}
+
+/// `at`, or the start of its [`BUCKET`] when `period` is at least four
+/// buckets long (renewing that much early then costs little): renewals due
+/// within one bucket fire together and go out in one batch. Never later
+/// than `at`.
+fn gathered(at: Instant, period: Duration) -> Instant {
+    if period < 4 * BUCKET {
+        return at;
+    }
+    let Some(since) = at.checked_duration_since(*EPOCH) else {
+        return at;
+    };
+    let into_bucket = since.as_nanos() % BUCKET.as_nanos();
+    at - Duration::from_nanos(u64::try_from(into_bucket).unwrap_or(0))
+}
+
 impl Watchdog {
     fn period(&self) -> Duration {
         (self.ttl / 3).max(MIN_PERIOD)
     }
 
-    /// Stops watching: no renewal is sent after this returns, by this
-    /// watchdog or by one renewing its leases together with others; its
-    /// leases have ended. Idempotent.
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Stops watching: no batch started after this returns renews its
+    /// leases, nor those of a watchdog renewing them together with others;
+    /// its leases have ended. A batch already sent may still extend one of
+    /// them once (only while it is still ours). Idempotent.
     pub(crate) fn stop(&self) {
         for lease in &self.leases {
             lease.ended.store(true, Ordering::SeqCst);
@@ -280,9 +471,6 @@ impl Watchdog {
         let slot = {
             let mut state = locked(&self.state);
             state.stopped = true;
-            if let Some(in_flight) = state.in_flight.take() {
-                in_flight.abort();
-            }
             state.slot.take()
         };
         self.unschedule(slot);
@@ -300,11 +488,11 @@ impl Watchdog {
                 return None;
             }
             state.stopped = true;
-            (state.slot.take(), state.in_flight.take())
+            (state.slot.take(), state.in_flight)
         };
         self.unschedule(slot);
         match slot {
-            Some((due, _)) if in_flight.is_none_or(|task| task.is_finished()) => Some(due),
+            Some((due, _)) if !in_flight => Some(due),
             _ => Some(Instant::now()),
         }
     }
@@ -315,96 +503,86 @@ impl Watchdog {
         }
     }
 
-    fn fire(self: Arc<Self>) {
-        if !self.renew {
-            for lease in &self.leases {
-                if !lease.has_ended() {
-                    tracing::warn!(key = %lease.key.user, "fixed lease expired while its guard was still alive");
-                    lease.status.send_replace(LeaseStatus::Lost);
-                }
+    /// Reports the leases of a watchdog without renewal lost, when their
+    /// fixed validity has ended, unless they have ended first.
+    fn report_expired(&self) {
+        for lease in &self.leases {
+            if !lease.has_ended() {
+                tracing::warn!(key = %lease.key.user, "fixed lease expired while its guard was still alive");
+                lease.status.send_replace(LeaseStatus::Lost);
             }
-            return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let mut state = locked(&self.state);
-        if state.stopped {
-            return;
-        }
-        state.slot = None;
-        state.in_flight = Some(runtime.spawn(Arc::clone(&self).renew_once()).abort_handle());
     }
 
-    /// One renewal of every lease still held, all sent at once and bounded
-    /// by the earliest validity among them; schedules the next cycle (a
-    /// retry no later than that validity) or reports the losses. A lease
-    /// whose renewal is unanswered when its validity ends is lost; the
-    /// others are tried again at once.
-    async fn renew_once(self: Arc<Self>) {
-        let held: Vec<(&WatchedLease, Instant)> = self
-            .leases
-            .iter()
-            .filter(|lease| !lease.has_ended())
-            .filter_map(|lease| Some((&**lease, lease.valid_until()?)))
-            .collect();
-        let Some(bound) = held.iter().map(|(_, valid_until)| *valid_until).min() else {
-            return;
-        };
-        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-        let sent = Instant::now();
-        let backend = &self.backend;
-        let mut renewals: FuturesUnordered<_> = held
-            .iter()
-            .filter(|(_, valid_until)| *valid_until > sent)
-            .map(|&(lease, valid_until)| async move {
-                let claim = Claim {
-                    key: &lease.key,
-                    token: &lease.token,
-                    ttl_ms,
-                };
-                let renewal = backend.renew(claim).await;
-                (lease, valid_until, renewal)
-            })
-            .collect();
-        let mut next = None::<Instant>;
-        let mut earliest = |at: Instant| next = Some(next.map_or(at, |next| next.min(at)));
-        while let Ok(Some((lease, valid_until, renewal))) =
-            timeout_at(bound.into(), renewals.next()).await
-        {
-            match renewal {
-                Ok(true) if lease.extend(sent + lease::validity(self.ttl)) => {
-                    lease.label.renewal("ok");
-                    tracing::trace!(key = %lease.key.user, "lease renewed");
-                    earliest(sent + self.period());
-                }
-                Ok(true) => {}
-                Ok(false) => {
-                    lease.label.renewal("refused");
-                    lease.report_lost("the lock expired or was taken over by another owner");
-                }
-                Err(err) => {
-                    lease.label.renewal("failed");
-                    tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
-                    let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
-                    earliest(retry.min(valid_until));
-                }
-            }
+    /// Marks a renewal of this watchdog's leases as started: whether it
+    /// may start (it has not been stopped).
+    fn start_renewal(&self) -> bool {
+        let mut state = locked(&self.state);
+        if state.stopped {
+            return false;
         }
-        if !renewals.is_empty() {
-            earliest(Instant::now());
-        }
-        drop(renewals);
-        for (lease, valid_until) in &held {
-            if *valid_until <= Instant::now() && !lease.is_renewed_past(*valid_until) {
-                lease.report_lost("no renewal was granted before the lease's validity ended");
-            }
-        }
+        state.slot = None;
+        state.in_flight = true;
+        true
+    }
+
+    /// Ends the renewal in flight and schedules the next cycle at `next`,
+    /// if any and while a lease is still held.
+    fn finish(self: &Arc<Self>, next: Option<Instant>) {
+        locked(&self.state).in_flight = false;
         if let (Some(next), Some(timer)) = (next, self.timer.upgrade()) {
             if self.leases.iter().any(|lease| lease.is_held()) {
-                timer.schedule(&self, next);
+                timer.schedule(self, next);
             }
         }
+    }
+
+    /// Applies the `answer` to the renewal of `lease` (valid until
+    /// `valid_until` when it was `sent`): extends it, reports it lost, or
+    /// says when to retry (never past its validity; at once when its batch
+    /// went unanswered). Also reports it lost when its validity has ended
+    /// with no renewal granted. Returns when it is due next.
+    fn settle(
+        &self,
+        lease: &WatchedLease,
+        valid_until: Instant,
+        sent: Instant,
+        answer: Answer<'_>,
+    ) -> Option<Instant> {
+        let next = match answer {
+            Answer::Told(Renewal::Renewed) if lease.extend(sent + lease::validity(self.ttl)) => {
+                lease.label.renewal("ok");
+                tracing::trace!(key = %lease.key.user, "lease renewed");
+                Some(sent + self.period())
+            }
+            Answer::Told(Renewal::Renewed) => None,
+            Answer::Told(Renewal::Refused) => {
+                lease.label.renewal("refused");
+                lease.report_lost("the lock expired or was taken over by another owner");
+                None
+            }
+            Answer::Told(Renewal::Unknown) => {
+                lease.label.renewal("failed");
+                tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
+                Some(self.retry(valid_until))
+            }
+            Answer::Failed(err) => {
+                lease.label.renewal("failed");
+                tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
+                Some(self.retry(valid_until))
+            }
+            Answer::Unanswered => Some(Instant::now()),
+        };
+        if valid_until <= Instant::now() && !lease.is_renewed_past(valid_until) {
+            lease.report_lost(NOT_RENEWED_IN_TIME);
+        }
+        next
+    }
+
+    /// When to retry a failed renewal of a lease valid until `valid_until`.
+    fn retry(&self, valid_until: Instant) -> Instant {
+        let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
+        retry.min(valid_until)
     }
 }
 
@@ -448,5 +626,40 @@ impl WatchedLease {
             tracing::warn!(key = %self.key.user, "lease lost: {why}");
         }
         self.status.send_replace(LeaseStatus::Lost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_renewals_spread_over_the_last_quarter_of_the_period() {
+        let period = Duration::from_secs(1);
+        let spreads: Vec<Duration> = (0..1000)
+            .map(|nth| first_renewal_spread(nth, period))
+            .collect();
+        assert!(spreads.iter().all(|spread| *spread <= period / 4));
+        let late_half = spreads
+            .iter()
+            .filter(|spread| **spread > period / 8)
+            .count();
+        assert!(
+            (400..=600).contains(&late_half),
+            "{late_half} of 1000 in the later half"
+        );
+    }
+
+    #[test]
+    fn a_gathered_renewal_is_never_later_and_at_most_a_bucket_early() {
+        let long = Duration::from_secs(1);
+        for offset_ms in 0..50 {
+            let at = *EPOCH + Duration::from_micros(offset_ms * 1_037);
+            let gathered = gathered(at, long);
+            assert!(gathered <= at && at - gathered < BUCKET);
+        }
+        let short = 3 * BUCKET;
+        let at = *EPOCH + Duration::from_millis(7);
+        assert_eq!(gathered(at, short), at, "a short period is never gathered");
     }
 }

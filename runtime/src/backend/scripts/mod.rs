@@ -119,6 +119,11 @@ pub(crate) static RW_WRITE_ACQUIRE: Lazy<Script> =
 pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
     Lazy::new(|| Publishing::new(include_str!("rw_write_release.lua"), false));
 
+/// Compare-and-extend of many leases of any kind in one call; see
+/// `renew_batch.lua`.
+pub(crate) static RENEW_BATCH: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("renew_batch.lua")));
+
 /// A script made of the shared functions followed by `body`.
 fn with_prelude(body: &str) -> Script {
     Script::new(&[include_str!("prelude.lua"), body].concat())

@@ -1,0 +1,244 @@
+//! Many leases renewed in batches (one script call per batch): every kind
+//! shares the batches, a refused lease is lost alone, and a network fault
+//! that meets a batch tells every one of its leases before its lease can
+//! have ended on the server.
+//!
+//! The holder `a` holds more leases than one batch takes (200), of every
+//! kind, through a [`FaultProxy`]; the other side `b` connects directly.
+//! Every wait is bounded, so a holder that is never told fails its test
+//! instead of hanging it.
+
+use crate::support;
+
+use std::ops::Deref;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use leasehold::{HeldLease, LockManager, LockOptions};
+use leasehold_testkit::{FaultProxy, RedisServer};
+use tokio::time::timeout;
+
+use support::{connect, PROMPTLY};
+
+/// Lease of every held lease: renewed each second.
+const TTL: Duration = Duration::from_secs(3);
+/// Response timeout of the holder's manager.
+const RESPONSE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Plain locks held: two batches and part of a third.
+const LOCKS: usize = 450;
+/// Permits, read leases and write leases held, of each.
+const SHARED: usize = 30;
+/// Share of the ttl that the holder's and the server's clocks may drift
+/// apart; the holder must be told this much before its certain validity
+/// (as the server sees it) ends.
+const DRIFT_PERCENT: u32 = 1;
+/// The lease's safety margin (see `validity.rs`): the server keeps a
+/// renewed lease this much longer than the holder counts on.
+const SAFETY_MARGIN: Duration = Duration::from_millis(182);
+
+/// A network fault between the holder and Redis.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Cut,
+    Blackhole,
+    DelayPastTtl,
+}
+
+impl Fault {
+    fn apply(self, proxy: &FaultProxy) {
+        match self {
+            Fault::Cut => proxy.cut(),
+            Fault::Blackhole => proxy.blackhole(),
+            Fault::DelayPastTtl => proxy.delay(2 * TTL),
+        }
+    }
+}
+
+fn options() -> LockOptions {
+    LockOptions::new().ttl(TTL).wait(Duration::ZERO)
+}
+
+/// A manager that reaches its one server through `proxy`.
+async fn through(proxy: &FaultProxy) -> LockManager {
+    LockManager::builder()
+        .response_timeout(RESPONSE_TIMEOUT)
+        .connect(&proxy.url())
+        .await
+        .expect("connect through the proxy")
+}
+
+/// Every lease `a` holds: [`LOCKS`] plain locks, and [`SHARED`] each of
+/// permits (of one semaphore), read leases (of one read/write lock) and
+/// write leases (each of its own read/write lock).
+struct Held {
+    locks: Vec<leasehold::LockGuard>,
+    permits: Vec<leasehold::Permit>,
+    reads: Vec<leasehold::ReadGuard>,
+    writes: Vec<leasehold::WriteGuard>,
+}
+
+impl Held {
+    async fn take(a: &LockManager) -> Held {
+        let locks = join_all(
+            (0..LOCKS).map(|i| async move { a.acquire(&format!("batch-{i}"), options()).await }),
+        )
+        .await;
+        let semaphore = a.semaphore("batch-sem", u32::try_from(SHARED).unwrap());
+        let permits = join_all((0..SHARED).map(|_| semaphore.acquire(options()))).await;
+        let shared = a.rwlock("batch-rw");
+        let reads = join_all((0..SHARED).map(|_| shared.acquire_read(options()))).await;
+        let writes = join_all((0..SHARED).map(|i| async move {
+            a.rwlock(&format!("batch-w{i}"))
+                .acquire_write(options())
+                .await
+        }))
+        .await;
+        Held {
+            locks: locks.into_iter().map(|lock| lock.expect("lock")).collect(),
+            permits: permits
+                .into_iter()
+                .map(|permit| permit.expect("permit"))
+                .collect(),
+            reads: reads
+                .into_iter()
+                .map(|read| read.expect("read lease"))
+                .collect(),
+            writes: writes
+                .into_iter()
+                .map(|write| write.expect("write lease"))
+                .collect(),
+        }
+    }
+
+    /// Every lease, plain locks first.
+    fn all(&self) -> Vec<&HeldLease> {
+        let locks = self.locks.iter().map(Deref::deref);
+        let permits = self.permits.iter().map(Deref::deref);
+        let reads = self.reads.iter().map(Deref::deref);
+        let writes = self.writes.iter().map(Deref::deref);
+        locks.chain(permits).chain(reads).chain(writes).collect()
+    }
+}
+
+/// Waits (bounded) until every lease of `held` was renewed past `since`:
+/// its validity ends later than it did then.
+async fn until_renewed(held: &[&HeldLease], since: &[Option<Instant>]) {
+    let renewed = async {
+        while held
+            .iter()
+            .zip(since)
+            .any(|(lease, before)| lease.valid_until() <= *before)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    timeout(TTL, renewed)
+        .await
+        .expect("every lease is renewed within a ttl");
+}
+
+/// Holds every kind through a proxy; once every lease was renewed once,
+/// partitions it with `fault` so that the next batches meet the fault (in
+/// flight, for a blackhole or a delay). Each lease must be reported lost
+/// before the server can have expired it: its last renewal the holder
+/// knew of was sent at most `validity` before its `valid_until`, and the
+/// server keeps it a full ttl from then.
+async fn partitioned_batches_tell_every_lease(fault: Fault) {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let a = through(&proxy).await;
+    let held = Held::take(&a).await;
+    let all = held.all();
+    let acquired: Vec<Option<Instant>> = all.iter().map(|lease| lease.valid_until()).collect();
+    until_renewed(&all, &acquired).await;
+
+    let known: Vec<Instant> = all
+        .iter()
+        .map(|lease| {
+            lease
+                .valid_until()
+                .expect("every lease is held before the fault")
+        })
+        .collect();
+    fault.apply(&proxy);
+    let told_at = join_all(all.iter().map(|lease| async move {
+        timeout(2 * TTL, lease.lost())
+            .await
+            .expect("every lease is reported lost within two ttls of the fault");
+        assert!(lease.is_lost());
+        Instant::now()
+    }))
+    .await;
+    for (index, (told, known)) in told_at.iter().zip(&known).enumerate() {
+        let server_end = *known + SAFETY_MARGIN - TTL * DRIFT_PERCENT / 100;
+        assert!(
+            *told < server_end,
+            "lease {index} ({fault:?}) was told {:?} after the server may have expired it",
+            *told - server_end
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_cut_off_tell_every_lease_before_it_ends() {
+    partitioned_batches_tell_every_lease(Fault::Cut).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_blackholed_in_flight_tell_every_lease_before_it_ends() {
+    partitioned_batches_tell_every_lease(Fault::Blackhole).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_delayed_past_the_ttl_tell_every_lease_before_it_ends() {
+    partitioned_batches_tell_every_lease(Fault::DelayPastTtl).await;
+}
+
+/// One plain lock of a batch is taken over by another manager (forced
+/// release, then acquired): at its next renewal only it is lost; every
+/// other lease of its batch, of every kind, is renewed and kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_over_in_a_batch_is_lost_alone() {
+    let server = RedisServer::start();
+    let a = connect(&server.url()).await;
+    let b = connect(&server.url()).await;
+    let held = Held::take(&a).await;
+    let all = held.all();
+    let taken = LOCKS / 2;
+
+    b.force_release(&format!("batch-{taken}"))
+        .await
+        .expect("force release");
+    let thief = b
+        .acquire(&format!("batch-{taken}"), options())
+        .await
+        .expect("the other side takes the freed lock");
+    timeout(TTL, all[taken].lost())
+        .await
+        .expect("the taken lease is reported lost at its next renewal");
+
+    let renewed_since: Vec<Option<Instant>> = all.iter().map(|lease| lease.valid_until()).collect();
+    let others: Vec<&HeldLease> = all
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != taken)
+        .map(|(_, lease)| *lease)
+        .collect();
+    let since: Vec<Option<Instant>> = renewed_since
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != taken)
+        .map(|(_, until)| *until)
+        .collect();
+    until_renewed(&others, &since).await;
+    for (index, lease) in others.iter().enumerate() {
+        assert!(
+            !lease.is_lost(),
+            "lease {index} was lost with the taken one"
+        );
+    }
+    timeout(PROMPTLY, thief.release())
+        .await
+        .expect("release returns")
+        .expect("the thief still holds what it took");
+}
