@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::acquire::Taken;
 use crate::backend::Backend;
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
@@ -205,25 +206,26 @@ impl LockManager {
         self.inner.renewals.renew_together(&watchdogs)
     }
 
-    /// A lease on `key` (a lock or a semaphore's permit) granted by an
-    /// attempt sent at `requested_at`, watched by this manager's watchdog.
+    /// A lease on `key` (a lock or a semaphore's permit) `taken` by an
+    /// attempt, watched by this manager's watchdog.
     pub(crate) fn start_lease(
         &self,
         key: LockKey,
         token: OwnerToken,
         options: &LockOptions,
-        requested_at: Instant,
+        taken: Taken,
     ) -> Arc<Lease> {
         let key = Arc::new(key);
         let label = MetricLabel::new(options, key.kind);
         let id = self.leases().next_id();
+        let first_lease = taken.first_lease.unwrap_or(options.ttl).min(options.ttl);
         let mut lease = Lease::new(
             id,
             self.clone(),
             Arc::clone(&key),
             token.clone(),
-            options.ttl,
-            requested_at,
+            (options.ttl, first_lease),
+            taken.sent,
             label.clone(),
         );
         let watchdog = self.inner.renewals.watch(
@@ -234,7 +236,8 @@ impl LockManager {
                 ttl: options.ttl,
                 renew: options.renew,
                 status: lease.status.clone(),
-                sent: requested_at,
+                sent: taken.sent,
+                first_lease,
                 label,
             },
         );

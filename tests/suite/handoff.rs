@@ -81,6 +81,7 @@ macro_rules! on_both_engines {
 }
 
 on_both_engines!(
+    granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_before_the_servers_expiry,
     releases_hand_the_lock_to_waiters_in_arrival_order_across_processes,
     handed_over_lock_is_never_held_twice_and_every_task_finishes,
     waiter_that_misses_its_grant_message_still_gets_the_lock,
@@ -375,4 +376,81 @@ async fn dead_queued_waiter_holds_up_the_key_only_briefly() {
         waited < DEAD_WAITER_BOUND + Duration::from_secs(1),
         "a dead waiter held up the key for {waited:?}"
     );
+}
+
+/// Server-side remaining time of `KEY`'s lock.
+fn pttl(server: &RedisServer) -> Duration {
+    let ms = server
+        .command(&["PTTL", &format!("lock:{KEY}")])
+        .expect("PTTL")
+        .as_integer()
+        .expect("PTTL answers an integer");
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// The grant a release sends is taken as it comes: the waiter holds the
+/// lock without confirming it, with a first lease of min(its place, 3 s;
+/// its ttl) counted from when it sent its last place refresh. Its validity
+/// then must end before the server's expiry: over 40 hand-offs between two
+/// managers, the client's remaining validity is below the key's PTTL read
+/// right after it (the smallest margin is printed). The first renewal then
+/// extends the lease to the full ttl.
+async fn granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_before_the_servers_expiry(
+    engine: Engine,
+) {
+    const PLACE: Duration = Duration::from_secs(3);
+    let server = start(engine);
+    let managers = [connect(&server.url()).await, connect(&server.url()).await];
+    let mut smallest_margin = Duration::MAX;
+    for handoff in 0..40 {
+        let (holder, waiter) = (&managers[handoff % 2], managers[(handoff + 1) % 2].clone());
+        let held = holder
+            .try_acquire(KEY, long())
+            .await
+            .unwrap()
+            .expect("free between hand-offs");
+        let waiting =
+            tokio::spawn(
+                async move { waiter.acquire(KEY, waiting(Duration::from_secs(10))).await },
+            );
+        until_queued(&server, 1).await;
+        if handoff % 8 == 7 {
+            // Most of a refresh period: the grant is counted from a refresh
+            // the waiter sent well before the release.
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        held.release().await.expect("holder releases");
+        let guard = timeout(PROMPTLY, waiting)
+            .await
+            .expect("the waiter gets the lock")
+            .unwrap()
+            .expect("handed over");
+        let client_left = guard
+            .valid_until()
+            .expect("held")
+            .saturating_duration_since(Instant::now());
+        let server_left = pttl(&server);
+        assert!(
+            client_left < PLACE,
+            "hand-off {handoff}: the grant was confirmed (validity {client_left:?}), not taken as it came"
+        );
+        assert!(
+            client_left < server_left,
+            "hand-off {handoff}: the waiter believes it holds the lock {client_left:?} more, the server {server_left:?}"
+        );
+        smallest_margin = smallest_margin.min(server_left - client_left);
+        if handoff == 0 {
+            tokio::time::sleep(PLACE / 2).await;
+            let renewed = guard
+                .valid_until()
+                .expect("held")
+                .saturating_duration_since(Instant::now());
+            assert!(
+                renewed > PLACE,
+                "the first renewal extends the lease to the ttl: {renewed:?}"
+            );
+        }
+        guard.release().await.expect("release");
+    }
+    eprintln!("{engine:?}: smallest margin of the server's expiry over the waiter's validity in 40 one-trip hand-offs: {smallest_margin:?}");
 }

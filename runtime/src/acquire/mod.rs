@@ -35,7 +35,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::wait_queue::{WaitTicket, Wake};
+use crate::backend::wait_queue::{Grant, WaitTicket, Wake};
 use crate::backend::{Attempt, Backend, Claim, PermitAttempt, Taking};
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
@@ -85,6 +85,21 @@ struct Outage<'a> {
     /// server cannot be reached would be lost too.
     abandoned: Vec<PendingAcquire<'a>>,
 }
+
+/// When a lease was taken, and for how long at first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taken {
+    /// When the attempt that took it was sent: the lease counts from then.
+    pub(crate) sent: Instant,
+    /// How long the lease lasts until its first renewal, when shorter than
+    /// the options' ttl: a grant counted from a place refresh (see
+    /// `release.lua`).
+    pub(crate) first_lease: Option<Duration>,
+}
+
+/// How many of a waiter's last place refreshes it remembers the send time
+/// of, to count a grant that names one of them.
+const REFRESHES_KEPT: usize = 4;
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
@@ -333,6 +348,8 @@ async fn run(
         hands_off,
         label,
         placed: None,
+        renews: options.renew,
+        refreshes: [None; REFRESHES_KEPT],
     };
     let started = Instant::now();
     // A writer's intent (which holds new readers back) and a reader's mark
@@ -367,10 +384,13 @@ async fn run(
         fence = issued;
         attempt?
     } else {
-        request.attempt(first_place).await?
+        request.attempt(first_place, 0).await?
     };
-    let granted = match outcome {
-        Outcome::Granted { .. } => Some(sent),
+    let taken = match outcome {
+        Outcome::Granted { .. } => Some(Taken {
+            sent,
+            first_lease: None,
+        }),
         Outcome::Busy { remaining } if wait.is_zero() => {
             // A single server's first attempt is a plain `SET NX`, which
             // does not say how long the holder has left: asked separately.
@@ -394,7 +414,7 @@ async fn run(
             request.wait(started, wait, queue_behind).await?
         }
     };
-    let Some(sent) = granted else {
+    let Some(taken) = taken else {
         tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "gave up waiting");
         return Ok(None);
     };
@@ -402,7 +422,7 @@ async fn run(
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
-    let lease = manager.start_lease(key, token, options, sent);
+    let lease = manager.start_lease(key, token, options, taken);
     let guard = LockGuard::owner(lease);
     match fence {
         Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),
@@ -436,6 +456,11 @@ struct Request<'a> {
     /// The place this waiter keeps on the server, given back (with whatever
     /// was granted to `token`) if the acquisition ends without the lease.
     placed: Option<PendingAcquire<'a>>,
+    /// Whether the lease is renewed (a grant shorter than the ttl is taken
+    /// as it comes only then: its first renewal extends it).
+    renews: bool,
+    /// The last place refreshes' numbers and send times, newest last.
+    refreshes: [Option<(u64, Instant)>; REFRESHES_KEPT],
 }
 
 impl<'a> Request<'a> {
@@ -449,9 +474,10 @@ impl<'a> Request<'a> {
     }
 
     /// One attempt (keeping a place for `place` if the key is busy and that
-    /// is not zero), undone if the caller goes away while it is in flight;
-    /// returns its outcome and when it was sent.
-    async fn attempt(&self, place: Duration) -> Result<(Outcome, Instant), LockError> {
+    /// is not zero, numbered `seq` for a grant to name), undone if the
+    /// caller goes away while it is in flight; returns its outcome and when
+    /// it was sent.
+    async fn attempt(&self, place: Duration, seq: u64) -> Result<(Outcome, Instant), LockError> {
         let (backend, claim) = (self.backend, self.claim());
         let pending = PendingAcquire::new(backend, self.key, &self.token);
         let sent = Instant::now();
@@ -462,6 +488,7 @@ impl<'a> Request<'a> {
                     Taking {
                         replicas: self.replicas,
                         queue_for: place,
+                        seq,
                     },
                 )
                 .await
@@ -491,7 +518,7 @@ impl<'a> Request<'a> {
         // has no guard until both are: a caller that goes away while the
         // token's answer is on its way must give the lock back too.
         let pending = PendingAcquire::new(self.backend, self.key, &self.token);
-        let (attempt, (issued, issued_at)) = tokio::join!(self.attempt(Duration::ZERO), fence);
+        let (attempt, (issued, issued_at)) = tokio::join!(self.attempt(Duration::ZERO, 0), fence);
         pending.settled();
         let fence = match (&attempt, issued) {
             (Ok((Outcome::Granted { .. }, _)), Ok(Some(fence))) => Some((fence, issued_at)),
@@ -512,7 +539,7 @@ impl<'a> Request<'a> {
         started: Instant,
         wait: Duration,
         queue_behind: bool,
-    ) -> Result<Option<Instant>, LockError> {
+    ) -> Result<Option<Taken>, LockError> {
         let _waiting = self.label.waiting();
         // A wait too long to represent (e.g. `Duration::MAX`) has no deadline.
         let deadline = started.checked_add(wait);
@@ -529,15 +556,26 @@ impl<'a> Request<'a> {
                     ticket = self.watch(deadline).await;
                 }
                 let at = deadline.map_or(at, |deadline| at.min(deadline));
-                if self.sleep_until(at, &mut ticket).await == Some(Wake::Granted) {
+                if let Some(Wake::Granted(grant)) = self.sleep_until(at, &mut ticket).await {
+                    if let Some(taken) = self.taken_as_granted(grant) {
+                        self.label.handoff();
+                        tracing::debug!(
+                            key = self.key.user,
+                            "lock handed over by its releaser, in one trip"
+                        );
+                        return Ok(Some(taken));
+                    }
                     match self.confirm_grant().await {
-                        Ok(Some(granted)) => {
+                        Ok(Some(sent)) => {
                             self.label.handoff();
                             tracing::debug!(
                                 key = self.key.user,
                                 "lock handed over by its releaser"
                             );
-                            return Ok(Some(granted));
+                            return Ok(Some(Taken {
+                                sent,
+                                first_lease: None,
+                            }));
                         }
                         Ok(None) => {
                             if let Some(ticket) = ticket.as_mut() {
@@ -552,7 +590,8 @@ impl<'a> Request<'a> {
                     }
                 }
             }
-            let (outcome, sent) = match self.attempt(self.place).await {
+            let seq = self.number_refresh();
+            let (outcome, sent) = match self.attempt(self.place, seq).await {
                 Ok(answer) => answer,
                 Err(err) => {
                     retry_at = Some(self.ride_out(err, &mut outage, deadline, ticket.as_mut())?);
@@ -568,7 +607,12 @@ impl<'a> Request<'a> {
                 }
             }
             let outcome = match outcome {
-                Outcome::Granted { .. } => return Ok(Some(sent)),
+                Outcome::Granted { .. } => {
+                    return Ok(Some(Taken {
+                        sent,
+                        first_lease: None,
+                    }))
+                }
                 Outcome::Busy { remaining } => remaining,
             };
             let now = Instant::now();
@@ -584,6 +628,42 @@ impl<'a> Request<'a> {
             };
             retry_at = Some(now + pause);
         }
+    }
+
+    /// Numbers the place refresh about to be sent (0 where no release hands
+    /// the lock over, so no grant names it) and remembers when it went out.
+    fn number_refresh(&mut self) -> u64 {
+        if !self.hands_off {
+            return 0;
+        }
+        let last = self.refreshes.iter().flatten().map(|&(seq, _)| seq).max();
+        let seq = last.unwrap_or(0) + 1;
+        self.refreshes.rotate_left(1);
+        self.refreshes[REFRESHES_KEPT - 1] = Some((seq, Instant::now()));
+        seq
+    }
+
+    /// The lease a grant gives as it comes, in one trip: a grant counted
+    /// from place refresh `seq` lasts min(place, ttl) from when the server
+    /// received that refresh, so counted from when this waiter sent it, it
+    /// ends first. `None` when the grant must be confirmed: the refresh is
+    /// not remembered, the lease is not renewed (its first renewal is what
+    /// extends the short grant to the ttl), or replicas must acknowledge it.
+    fn taken_as_granted(&self, grant: Grant) -> Option<Taken> {
+        let Grant::FromRefresh { seq } = grant else {
+            return None;
+        };
+        if self.replicas.is_some() || !self.renews {
+            return None;
+        }
+        let refreshes = self.refreshes.iter().flatten();
+        let &(_, sent) = refreshes
+            .into_iter()
+            .find(|&&(sent_seq, _)| sent_seq == seq)?;
+        Some(Taken {
+            sent,
+            first_lease: Some(self.place.min(Duration::from_millis(self.ttl_ms))),
+        })
     }
 
     /// After a step of the wait met `err`: a connection error (a failover,
@@ -697,7 +777,7 @@ impl<'a> Request<'a> {
     /// keeps has reached its replicas like any other it takes.
     async fn confirm_grant(&self) -> Result<Option<Instant>, LockError> {
         if self.replicas.is_some() {
-            let (outcome, sent) = self.attempt(self.place).await?;
+            let (outcome, sent) = self.attempt(self.place, 0).await?;
             return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
         }
         let sent = Instant::now();

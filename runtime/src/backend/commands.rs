@@ -30,6 +30,7 @@ pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
 pub(super) fn acquire_invocation(
     claim: Claim<'_>,
     queue_for: Duration,
+    seq: u64,
 ) -> redis::ScriptInvocation<'static> {
     let Claim { key, token, ttl_ms } = claim;
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
@@ -39,7 +40,8 @@ pub(super) fn acquire_invocation(
         .key(&key.waiters)
         .arg(token.as_str())
         .arg(ttl_ms)
-        .arg(millis(queue_for));
+        .arg(millis(queue_for))
+        .arg(seq);
     invocation
 }
 
@@ -75,8 +77,9 @@ pub(super) async fn acquire(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
     queue_for: Duration,
+    seq: u64,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for)
+    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))

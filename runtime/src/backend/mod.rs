@@ -63,12 +63,15 @@ impl Claim<'_> {
 }
 
 /// How one attempt takes a plain lock: the replicas a granted lock must
-/// reach (`None`: no check), and how long a blocked waiter keeps its place
-/// in the key's queue (zero: it keeps none).
+/// reach (`None`: no check), how long a blocked waiter keeps its place in
+/// the key's queue (zero: it keeps none), and the waiter's number for this
+/// place refresh, which a release's grant names (0: none; see
+/// `release.lua`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Taking {
     pub(crate) replicas: Option<MinReplicas>,
     pub(crate) queue_for: Duration,
+    pub(crate) seq: u64,
 }
 
 /// The outcome of one acquisition attempt.

@@ -44,7 +44,7 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 
 use super::acl::permission_denied;
 use super::connection::{manager_config, ClusterSeeds, RedisConfig, Target};
-use crate::backend::wait_queue::{WaitQueues, WaitTicket};
+use crate::backend::wait_queue::{Grant, WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
 const FIRST_REPAIR_PAUSE: Duration = Duration::from_millis(50);
@@ -482,15 +482,42 @@ fn deliver_release(queues: &WaitQueues, data: &[Value]) {
     match text(data.get(1)) {
         Some("1") | None => queues.wake_one(channel),
         Some("*") => queues.wake_every(channel),
-        Some(token) => {
-            queues.grant(channel, token);
+        Some(message) => {
+            let (token, grant) = grant_of(message);
+            queues.grant(channel, token, grant);
         }
     }
+}
+
+/// The owner token and kind of a grant message of `release.lua`: the bare
+/// token for a grant to confirm, `=SEQ=token` for one counted from the
+/// waiter's place refresh number SEQ. (Owner tokens start with hex digits,
+/// never `=`.)
+fn grant_of(message: &str) -> (&str, Grant) {
+    let counted = message.strip_prefix('=').and_then(|rest| {
+        let (seq, token) = rest.split_once('=')?;
+        Some((
+            token,
+            Grant::FromRefresh {
+                seq: seq.parse().ok()?,
+            },
+        ))
+    });
+    counted.unwrap_or((message, Grant::ToConfirm))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grant_messages_name_the_token_and_how_it_was_granted() {
+        let token = "3f9c|1764833000123|30000|4242|web-7|api|a=b=c";
+        assert_eq!(grant_of(token), (token, Grant::ToConfirm));
+        let counted = format!("=17={token}");
+        assert_eq!(grant_of(&counted), (token, Grant::FromRefresh { seq: 17 }));
+        assert_eq!(grant_of("=x=abc"), ("=x=abc", Grant::ToConfirm));
+    }
 
     #[test]
     fn a_round_trip_in_flight_for_one_channel_does_not_hold_up_another() {

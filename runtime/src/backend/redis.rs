@@ -111,6 +111,7 @@ impl RedisBackend {
         let Taking {
             replicas,
             queue_for,
+            seq,
         } = taking;
         if let Some(replicas) = replicas {
             return self.try_lock_replicated(claim, replicas, queue_for).await;
@@ -119,7 +120,7 @@ impl RedisBackend {
         let reply = if queue_for.is_zero() {
             try_set(connection, claim).await
         } else {
-            acquire(connection, claim, queue_for).await
+            acquire(connection, claim, queue_for, seq).await
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
@@ -135,7 +136,7 @@ impl RedisBackend {
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(claim, queue_for);
+        let invocation = acquire_invocation(claim, queue_for, 0);
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline

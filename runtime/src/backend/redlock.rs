@@ -277,7 +277,7 @@ impl RedlockBackend {
         let mut round = Round::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { acquire(&mut node, claim, Duration::ZERO).await },
+            |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0).await },
             |index, reply| {
                 match reply {
                     Ok(Attempt::Acquired) => round.granted += 1,

@@ -27,7 +27,7 @@ struct KeyQueue {
     notify: Arc<Notify>,
     waiters: usize,
     /// Waiters expecting a grant, by owner token.
-    grants: HashMap<String, oneshot::Sender<()>>,
+    grants: HashMap<String, oneshot::Sender<Grant>>,
 }
 
 /// Membership of one waiter in a key's queue; leaves the queue on drop, and
@@ -38,7 +38,7 @@ pub(crate) struct WaitTicket {
     notify: Arc<Notify>,
     holds_wake: bool,
     /// The owner token this waiter expects a grant for, and where it arrives.
-    grant: Option<(String, oneshot::Receiver<()>)>,
+    grant: Option<(String, oneshot::Receiver<Grant>)>,
 }
 
 impl WaitQueues {
@@ -83,12 +83,12 @@ impl WaitQueues {
     /// Hands the lock on `key`, granted to the waiter with owner `token` by a
     /// release, to that waiter. Returns whether a waiter of this process
     /// expected it (otherwise it is another process's).
-    pub(crate) fn grant(&self, key: &str, token: &str) -> bool {
+    pub(crate) fn grant(&self, key: &str, token: &str, grant: Grant) -> bool {
         let sender = self
             .lock()
             .get_mut(key)
             .and_then(|queue| queue.grants.remove(token));
-        sender.is_some_and(|sender| sender.send(()).is_ok())
+        sender.is_some_and(|sender| sender.send(grant).is_ok())
     }
 
     /// How many waiters of this process wait for `key` now.
@@ -154,7 +154,7 @@ impl WaitTicket {
         } = self;
         tokio::select! {
             biased;
-            () = wait_for_grant(grant) => Wake::Granted,
+            grant = wait_for_grant(grant) => Wake::Granted(grant),
             () = notify.notified() => {
                 *holds_wake = true;
                 Wake::Woken
@@ -169,23 +169,37 @@ impl WaitTicket {
     }
 }
 
+/// How a release handed a lock over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// For a short grant window: the waiter confirms it with one renewal.
+    ToConfirm,
+    /// With the waiter's own lease, counted on the server from when it
+    /// received the waiter's place refresh number `seq`: the waiter's lease
+    /// counts from when it sent that refresh, and holds at once.
+    FromRefresh { seq: u64 },
+}
+
 /// What ended a waiter's sleep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
     /// A release handed the lock to this waiter.
-    Granted,
+    Granted(Grant),
     /// A release (or a lost notification channel) asks it to try again.
     Woken,
 }
 
 /// Waits for the grant `grant` expects, forgetting the expectation once it
 /// arrived; pending forever without one.
-async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<()>)>) {
+async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<Grant>)>) -> Grant {
     let Some((_, receiver)) = grant else {
         return std::future::pending().await;
     };
     match receiver.await {
-        Ok(()) => *grant = None,
+        Ok(granted) => {
+            *grant = None;
+            granted
+        }
         Err(_) => std::future::pending().await,
     }
 }
@@ -279,16 +293,25 @@ mod tests {
         let (queues, mut first, mut second) = two_waiters();
         first.expect_grant("a");
         second.expect_grant("b");
-        assert!(queues.grant("k", "b"), "b waits here");
-        assert!(!queues.grant("k", "c"), "nobody here expects c");
-        assert_eq!(second.next().now_or_never(), Some(Wake::Granted));
+        assert!(queues.grant("k", "b", Grant::ToConfirm), "b waits here");
+        assert!(
+            !queues.grant("k", "c", Grant::ToConfirm),
+            "nobody here expects c"
+        );
+        assert_eq!(
+            second.next().now_or_never(),
+            Some(Wake::Granted(Grant::ToConfirm))
+        );
         assert_eq!(
             first.next().now_or_never(),
             None,
             "a grant wakes nobody else"
         );
         drop(first);
-        assert!(!queues.grant("k", "a"), "a left with its ticket");
+        assert!(
+            !queues.grant("k", "a", Grant::ToConfirm),
+            "a left with its ticket"
+        );
     }
 
     #[test]

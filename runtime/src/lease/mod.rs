@@ -59,19 +59,21 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// A lease granted by the backend; `requested_at` is when the acquiring
-    /// command was sent, so its [`validity`] is counted conservatively from then.
+    /// A lease granted by the backend for `first_lease` (its `ttl`, or a
+    /// shorter grant that its first renewal extends to the ttl);
+    /// `requested_at` is when the acquiring command was sent, so its
+    /// [`validity`] is counted conservatively from then.
     pub(crate) fn new(
         id: u64,
         manager: LockManager,
         key: Arc<LockKey>,
         token: OwnerToken,
-        ttl: Duration,
+        (ttl, first_lease): (Duration, Duration),
         requested_at: Instant,
         label: MetricLabel,
     ) -> Self {
         let (status, _) = watch::channel(LeaseStatus::Held {
-            valid_until: requested_at + validity(ttl),
+            valid_until: requested_at + validity(first_lease),
         });
         let span = tracing::info_span!(
             "lock.hold",

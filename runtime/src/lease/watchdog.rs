@@ -112,6 +112,10 @@ pub(crate) struct Watched {
     pub(crate) status: watch::Sender<LeaseStatus>,
     /// When the acquisition was sent.
     pub(crate) sent: Instant,
+    /// How long the lease lasts from `sent` until its first renewal: the
+    /// ttl, or a shorter grant (see `release.lua`), renewed a third of the
+    /// way through.
+    pub(crate) first_lease: Duration,
     pub(crate) label: MetricLabel,
 }
 
@@ -139,6 +143,7 @@ impl RenewalTimer {
             renew,
             status,
             sent,
+            first_lease,
             label,
         } = lease;
         let watchdog = Arc::new(Watchdog {
@@ -156,6 +161,7 @@ impl RenewalTimer {
             state: Mutex::new(WatchState::default()),
         });
         let first = match watchdog.leases[0].valid_until() {
+            Some(_) if renew && first_lease < ttl => sent + (first_lease / 3).max(MIN_PERIOD),
             Some(_) if renew => {
                 let nth = self.watched.fetch_add(1, Ordering::Relaxed);
                 sent + watchdog.period() - first_renewal_spread(nth, watchdog.period())

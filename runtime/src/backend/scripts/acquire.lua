@@ -9,6 +9,9 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lock or not, without queueing; else join (or stay
 --          in) the queue for this many milliseconds if the lock is busy
+-- ARGV[4]  the waiter's number for this place refresh (0: none), kept with
+--          the server time of the refresh, so that a release can grant the
+--          lock with the waiter's own lease counted from then (release.lua)
 -- Returns {1, 0} when the lock is ours (taken now, or granted to us by a
 --            release while we were queued: then its lease is set to ARGV[2]
 --            from now, which confirms the grant),
@@ -23,7 +26,7 @@
 -- (by the release that frees it, see release.lua, or by this script when it
 -- is that waiter); a newcomer never overtakes them here. Fencing tokens are
 -- issued on request by fence.lua, not here.
-local token, lease, stay = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local token, lease, stay, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
 if stay == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   if redis.call('SET', KEYS[1], token, 'NX', 'PX', lease) then
     return {1, 0}
@@ -50,7 +53,9 @@ end
 if stay > 0 then
   local now_us = clock_us()
   redis.call('ZADD', KEYS[2], 'NX', now_us, token)
-  redis.call('HSET', KEYS[3], token, string.format('%.0f', now_us / 1000 + stay))
+  local now_ms = math.floor(now_us / 1000)
+  redis.call('HSET', KEYS[3], token,
+    string.format('%.0f %.0f %.0f %s', now_ms + stay, seq, now_ms, lease))
   redis.call('PEXPIRE', KEYS[2], stay)
   redis.call('PEXPIRE', KEYS[3], stay)
   mark_waiters(KEYS[1], true)

@@ -12,7 +12,7 @@ local now_ms = clock_us() / 1000
 local queued = redis.call('ZRANGE', KEYS[3], 0, -1)
 local live = {}
 for _, token in ipairs(queued) do
-  local expires = tonumber(redis.call('HGET', KEYS[4], token))
+  local expires = place_of(KEYS[4], token)
   if expires and expires >= now_ms and #live < tonumber(ARGV[1]) then
     live[#live + 1] = token
   end

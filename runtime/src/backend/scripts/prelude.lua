@@ -8,6 +8,22 @@ local function clock_us()
   return tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 
+-- A queued waiter's place, as acquire.lua keeps it in the places hash:
+-- 'EXPIRES SEQ REFRESHED LEASE' (server ms, the waiter's refresh number,
+-- server ms, ms). Returns expires, seq, refreshed, lease as numbers; nil for
+-- a waiter with no place, and nil seq for one without the last three.
+local function place_of(waiters_key, token)
+  local place = redis.call('HGET', waiters_key, token)
+  if not place then
+    return nil
+  end
+  local expires, seq, refreshed, lease = string.match(place, '^(%d+) (%d+) (%d+) (%d+)$')
+  if not expires then
+    return tonumber(place)
+  end
+  return tonumber(expires), tonumber(seq), tonumber(refreshed), tonumber(lease)
+end
+
 -- The first waiter of the queue whose place has not expired; nil when there
 -- is none. Waiters whose place expired (they died, or stopped waiting without
 -- saying so) are dropped on the way, in batches that grow from 1 (the usual
@@ -24,7 +40,7 @@ local function first_live_waiter(queue_key, waiters_key)
       break
     end
     for i, head in ipairs(heads) do
-      local expires = tonumber(redis.call('HGET', waiters_key, head))
+      local expires = place_of(waiters_key, head)
       if expires and expires >= now_ms then
         if from + i > 1 then
           local dead = redis.call('ZRANGE', queue_key, 0, from + i - 2)

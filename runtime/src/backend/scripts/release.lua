@@ -10,8 +10,16 @@
 -- last to leave clears the holder's waiters' mark, see prelude.lua).
 --
 -- The hand-off: the first live waiter gets the lock at once, under its own
--- owner token, with a lease of the grant window, and its owner token as a
--- message on the lock's channel tells its process. The waiter confirms by
+-- owner token. The grant lasts until its place would have ended, or its
+-- lease from the place's refresh if that is shorter: min(place, lease)
+-- counted from the server time of the refresh. When at least half of that
+-- is left, the lock gets what is left and the message `=SEQ=token` names
+-- the refresh: the waiter counts the same length from when it sent refresh
+-- SEQ, which is before the server received it, so its validity ends before
+-- this expiry; it holds at once, in one trip, and its first renewal (a
+-- third of the way) gives it its own lease. A waiter that died holds the
+-- key no longer than its place would have. Otherwise the lock gets the
+-- grant window and the message is the bare token: the waiter confirms by
 -- extending the lease to its own ttl; one that died or cannot answer loses
 -- the grant when the window ends, and the next waiter takes the lock then.
 -- With a grant window every waiter queues, so an empty queue means nobody to
@@ -33,8 +41,20 @@ if window > 0 then
   end
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first then
-    set_holder(KEYS[1], first, window, leave_queue(KEYS[2], KEYS[3], first))
-    redis.call('PUBLISH', KEYS[1], first)
+    local expires, seq, refreshed, lease = place_of(KEYS[3], first)
+    local granted_ms, left_ms = 0, 0
+    if seq and seq > 0 then
+      granted_ms = math.min(expires - refreshed, lease)
+      left_ms = refreshed + granted_ms - math.floor(clock_us() / 1000)
+    end
+    local waiters_left = leave_queue(KEYS[2], KEYS[3], first)
+    if granted_ms > 0 and left_ms * 2 >= granted_ms then
+      set_holder(KEYS[1], first, left_ms, waiters_left)
+      redis.call('PUBLISH', KEYS[1], '=' .. seq .. '=' .. first)
+    else
+      set_holder(KEYS[1], first, window, waiters_left)
+      redis.call('PUBLISH', KEYS[1], first)
+    end
     return 1
   end
 end
