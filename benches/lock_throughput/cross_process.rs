@@ -179,6 +179,7 @@ fn merge(go_at: SystemTime, reports: Vec<WorkerReport>) -> Timings {
         started_at: go_at,
         cycle_times: Vec::new(),
         waits: Vec::new(),
+        handoffs: Vec::new(),
         first_second: Vec::new(),
         worker_cpu: Duration::ZERO,
         baseline: None,

@@ -92,6 +92,8 @@ const CONTENDED: &[Figure] = &[
     Figure::AcquireP50,
     Figure::AcquireP99,
     Figure::AcquireMax,
+    Figure::HandoffP50,
+    Figure::HandoffP99,
     Figure::FirstSecondMin,
     Figure::FirstSecondMax,
     Figure::ClientCpu,

@@ -15,6 +15,8 @@ pub enum Figure {
     AcquireP50,
     AcquireP99,
     AcquireMax,
+    HandoffP50,
+    HandoffP99,
     FirstSecondMin,
     FirstSecondMax,
     ClientCpu,
@@ -33,6 +35,8 @@ impl Figure {
             Figure::AcquireP50 => "acquire p50",
             Figure::AcquireP99 => "acquire p99",
             Figure::AcquireMax => "acquire max",
+            Figure::HandoffP50 => "hand-off p50 (release sent → next holder holds; one process)",
+            Figure::HandoffP99 => "hand-off p99",
             Figure::FirstSecondMin => "cycles in 1st s, least served task",
             Figure::FirstSecondMax => "cycles in 1st s, most served task",
             Figure::ClientCpu => "client CPU/cycle",
@@ -54,6 +58,8 @@ impl Figure {
             Figure::AcquireP50 => seconds(percentile(&timings.waits, 0.50)),
             Figure::AcquireP99 => seconds(percentile(&timings.waits, 0.99)),
             Figure::AcquireMax => seconds(percentile(&timings.waits, 1.0)),
+            Figure::HandoffP50 => seconds(percentile(&timings.handoffs, 0.50)),
+            Figure::HandoffP99 => seconds(percentile(&timings.handoffs, 0.99)),
             Figure::FirstSecondMin => timings
                 .first_second
                 .iter()
@@ -99,6 +105,8 @@ impl Figure {
             | Figure::AcquireP50
             | Figure::AcquireP99
             | Figure::AcquireMax
+            | Figure::HandoffP50
+            | Figure::HandoffP99
             | Figure::ClientCpu
             | Figure::ServerCpu
             | Figure::CommandTime => show_seconds(value),

@@ -2,6 +2,7 @@
 //! each), how one acquire–hold–release cycle runs through each, and the
 //! connections they share.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
@@ -253,7 +254,13 @@ impl Client {
     /// for `hold`, release. Returns when the lock was held, or `None` for the
     /// clients that take and release it around an empty body in one call
     /// (they only run with `hold` zero).
-    pub async fn cycle(&mut self, key: &str, index: usize, hold: Duration) -> Option<Instant> {
+    pub async fn cycle(
+        &mut self,
+        key: &str,
+        index: usize,
+        hold: Duration,
+        releases: &ReleaseMark,
+    ) -> Option<Acquired> {
         match self {
             Client::Macro(annotated) => {
                 assert!(hold.is_zero(), "the annotated body cannot hold the lock");
@@ -273,12 +280,14 @@ impl Client {
             }
             Client::Ours { .. } | Client::Raw(_) => {
                 let held = self.acquire(key).await;
-                let acquired = Instant::now();
+                let at = Instant::now();
+                let handoff = releases.since_last(at);
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
+                releases.mark();
                 self.release(held).await;
-                Some(acquired)
+                Some(Acquired { at, handoff })
             }
         }
     }
@@ -318,5 +327,45 @@ impl Client {
             (Client::Raw(raw), Held::Raw(lock)) => raw.release(lock).await,
             _ => unreachable!("a lock is released by the client that took it"),
         }
+    }
+}
+
+/// When one cycle held the lock, and how long after the last release of
+/// the workload was sent (the hand-off, on one key).
+#[derive(Debug, Clone, Copy)]
+pub struct Acquired {
+    pub at: Instant,
+    pub handoff: Option<Duration>,
+}
+
+/// When the last release of a run was sent, shared by its tasks: on one
+/// key, the next holder's acquisition minus this is the hand-off latency
+/// (release sent, next body starts).
+#[derive(Debug)]
+pub struct ReleaseMark {
+    origin: Instant,
+    /// Nanoseconds from `origin` to the last release sent; 0 for none yet.
+    last_ns: AtomicU64,
+}
+
+impl ReleaseMark {
+    /// No release sent yet.
+    pub fn new() -> Self {
+        ReleaseMark {
+            origin: Instant::now(),
+            last_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A release is being sent now.
+    fn mark(&self) {
+        let ns = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_ns.store(ns.max(1), Ordering::Relaxed);
+    }
+
+    /// How long before `at` the last release was sent, if one was.
+    fn since_last(&self, at: Instant) -> Option<Duration> {
+        let ns = self.last_ns.load(Ordering::Relaxed);
+        (ns > 0).then(|| at.saturating_duration_since(self.origin + Duration::from_nanos(ns)))
     }
 }

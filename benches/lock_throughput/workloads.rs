@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::measure::Baseline;
-use crate::subjects::{Client, Side};
+use crate::subjects::{Client, ReleaseMark, Side};
 
 /// Pause before each run at full size, so background work of the previous one
 /// (a spawned release, an unsubscribe) lands before the counters are reset.
@@ -120,6 +120,9 @@ pub struct Timings {
     /// Each acquire call, from calling it to holding the lock (sorted; none
     /// for the clients that lock around a body).
     pub waits: Vec<Duration>,
+    /// On one key: each hand-off, from the last release sent to the next
+    /// holder holding (sorted; none from worker processes).
+    pub handoffs: Vec<Duration>,
     /// Cycles each task completed within the first second.
     pub first_second: Vec<usize>,
     /// CPU time of the worker processes that ran the cycles (cross-process
@@ -134,6 +137,7 @@ pub struct Timings {
 struct TaskRecord {
     cycle_times: Vec<Duration>,
     waits: Vec<Duration>,
+    handoffs: Vec<Duration>,
     done_at: Vec<Instant>,
 }
 
@@ -141,26 +145,38 @@ struct TaskRecord {
 pub async fn drive(client: Client, plan: Plan) -> Timings {
     let plan = Arc::new(plan);
     let start_line = Arc::new(tokio::sync::Barrier::new(plan.tasks + 1));
+    let releases = Arc::new(ReleaseMark::new());
     let tasks: Vec<_> = (0..plan.tasks)
         .map(|task| {
-            let (mut client, plan, start_line) =
-                (client.clone(), Arc::clone(&plan), Arc::clone(&start_line));
+            let (mut client, plan, start_line, releases) = (
+                client.clone(),
+                Arc::clone(&plan),
+                Arc::clone(&start_line),
+                Arc::clone(&releases),
+            );
             tokio::spawn(async move {
                 let cycles =
                     plan.cycles / plan.tasks + usize::from(task < plan.cycles % plan.tasks);
                 let mut record = TaskRecord {
                     cycle_times: Vec::with_capacity(cycles),
                     waits: Vec::with_capacity(cycles),
+                    handoffs: Vec::new(),
                     done_at: Vec::with_capacity(cycles),
                 };
+                let one_key = plan.keys.len() == 1 && plan.tasks > 1;
                 start_line.wait().await;
                 for cycle in 0..cycles {
                     let index = (plan.key_of)(task, cycle);
                     let started = Instant::now();
-                    let acquired = client.cycle(&plan.keys[index], index, plan.hold).await;
+                    let acquired = client
+                        .cycle(&plan.keys[index], index, plan.hold, &releases)
+                        .await;
                     let done = Instant::now();
                     if let Some(acquired) = acquired {
-                        record.waits.push(acquired - started);
+                        record.waits.push(acquired.at - started);
+                        if let Some(handoff) = acquired.handoff.filter(|_| one_key) {
+                            record.handoffs.push(handoff);
+                        }
                     }
                     record.cycle_times.push(done - started);
                     record.done_at.push(done);
@@ -177,6 +193,7 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
         started_at,
         cycle_times: Vec::new(),
         waits: Vec::new(),
+        handoffs: Vec::new(),
         first_second: Vec::with_capacity(plan.tasks),
         worker_cpu: Duration::ZERO,
         baseline: None,
@@ -194,9 +211,11 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
         timings.cycles += record.cycle_times.len();
         timings.cycle_times.extend(record.cycle_times);
         timings.waits.extend(record.waits);
+        timings.handoffs.extend(record.handoffs);
     }
     timings.elapsed = last - start;
     timings.cycle_times.sort_unstable();
     timings.waits.sort_unstable();
+    timings.handoffs.sort_unstable();
     timings
 }

@@ -14,7 +14,7 @@ use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use leasehold::{HeldLease, LockManager, LockOptions};
+use leasehold::{HeldLease, LockError, LockManager, LockOptions};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use tokio::time::timeout;
 
@@ -79,34 +79,29 @@ struct Held {
 
 impl Held {
     async fn take(a: &LockManager) -> Held {
+        let names: Vec<String> = (0..LOCKS).map(|i| format!("batch-{i}")).collect();
         let locks = join_all(
-            (0..LOCKS).map(|i| async move { a.acquire(&format!("batch-{i}"), options()).await }),
+            names
+                .iter()
+                .map(|name| patiently(|| a.acquire(name, options()))),
         )
         .await;
         let semaphore = a.semaphore("batch-sem", u32::try_from(SHARED).unwrap());
-        let permits = join_all((0..SHARED).map(|_| semaphore.acquire(options()))).await;
+        let permits =
+            join_all((0..SHARED).map(|_| patiently(|| semaphore.acquire(options())))).await;
         let shared = a.rwlock("batch-rw");
-        let reads = join_all((0..SHARED).map(|_| shared.acquire_read(options()))).await;
+        let reads =
+            join_all((0..SHARED).map(|_| patiently(|| shared.acquire_read(options())))).await;
         let writes = join_all((0..SHARED).map(|i| async move {
-            a.rwlock(&format!("batch-w{i}"))
-                .acquire_write(options())
-                .await
+            let rwlock = a.rwlock(&format!("batch-w{i}"));
+            patiently(|| rwlock.acquire_write(options())).await
         }))
         .await;
         Held {
-            locks: locks.into_iter().map(|lock| lock.expect("lock")).collect(),
-            permits: permits
-                .into_iter()
-                .map(|permit| permit.expect("permit"))
-                .collect(),
-            reads: reads
-                .into_iter()
-                .map(|read| read.expect("read lease"))
-                .collect(),
-            writes: writes
-                .into_iter()
-                .map(|write| write.expect("write lease"))
-                .collect(),
+            locks,
+            permits,
+            reads,
+            writes,
         }
     }
 
@@ -118,6 +113,25 @@ impl Held {
         let writes = self.writes.iter().map(Deref::deref);
         locks.chain(permits).chain(reads).chain(writes).collect()
     }
+}
+
+/// The lease `acquire` takes, tried again (up to 5 times) when its answer
+/// did not come within the holder's short response timeout: hundreds of
+/// acquisitions at once on a loaded machine may take longer, and a failed
+/// attempt leaves nothing behind (its owner token is undone).
+async fn patiently<G, F, Fut>(acquire: F) -> G
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<G, LockError>>,
+{
+    for _ in 0..4 {
+        match acquire().await {
+            Ok(guard) => return guard,
+            Err(LockError::Connection(_)) => {}
+            Err(err) => panic!("acquire: {err:?}"),
+        }
+    }
+    acquire().await.expect("acquired within 5 attempts")
 }
 
 /// Waits (bounded) until every lease of `held` was renewed past `since`:
