@@ -240,14 +240,17 @@ impl RedisBackend {
     }
 
     /// Releases with the server's compare-and-delete where it has one and
-    /// the lock is plain, falling back to the scripts (see `native`).
+    /// the lock is plain, falling back to the scripts (see `native`); not
+    /// tried while this process has waiters queued on the key, whose mark
+    /// on the lock's value would make it fail.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
+        let native = self.native.release().filter(|_| self.local_waiters(key) == 0);
         self.on_commands(async |commands, sharded| {
-            if let (KeyKind::Lock, Some(how)) = (key.kind, self.native.release()) {
+            if let (KeyKind::Lock, Some(how)) = (key.kind, native) {
                 let released = native::release(commands, key, token, how).await;
                 if let Some(answer) = self.native.settled(released) {
                     return answer;
