@@ -108,24 +108,26 @@ fn major_minor(text: &str) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
-/// Deletes the lock `key` if its value is exactly `token` (ours, and no
-/// waiters' mark): whether it did.
-pub(super) async fn release(
-    connection: &mut (impl ConnectionLike + Send),
-    key: &LockKey,
-    token: &OwnerToken,
-    how: NativeRelease,
-) -> Result<bool, RedisError> {
-    let mut command = match how {
-        NativeRelease::DelIfEq => redis::cmd("DELIFEQ"),
-        NativeRelease::DelExIfEq => redis::cmd("DELEX"),
-    };
-    command.arg(&key.lock);
-    if how == NativeRelease::DelExIfEq {
-        command.arg("IFEQ");
+impl NativeRelease {
+    /// Deletes the lock `key` if its value is exactly `token` (ours, and no
+    /// waiters' mark): whether it did.
+    pub(super) async fn run(
+        self,
+        connection: &mut (impl ConnectionLike + Send),
+        key: &LockKey,
+        token: &OwnerToken,
+    ) -> Result<bool, RedisError> {
+        let mut command = match self {
+            NativeRelease::DelIfEq => redis::cmd("DELIFEQ"),
+            NativeRelease::DelExIfEq => redis::cmd("DELEX"),
+        };
+        command.arg(&key.lock);
+        if self == NativeRelease::DelExIfEq {
+            command.arg("IFEQ");
+        }
+        let deleted: i64 = command.arg(token.as_str()).query_async(connection).await?;
+        Ok(deleted == 1)
     }
-    let deleted: i64 = command.arg(token.as_str()).query_async(connection).await?;
-    Ok(deleted == 1)
 }
 
 /// `SET key token IFEQ token PX ttl`: extends the claim's lease if the

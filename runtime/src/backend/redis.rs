@@ -248,10 +248,13 @@ impl RedisBackend {
         key: &LockKey,
         token: &OwnerToken,
     ) -> Result<bool, LockError> {
-        let native = self.native.release().filter(|_| self.local_waiters(key) == 0);
+        let native = self
+            .native
+            .release()
+            .filter(|_| self.local_waiters(key) == 0);
         self.on_commands(async |commands, sharded| {
             if let (KeyKind::Lock, Some(how)) = (key.kind, native) {
-                let released = native::release(commands, key, token, how).await;
+                let released = how.run(commands, key, token).await;
                 if let Some(answer) = self.native.settled(released) {
                     return answer;
                 }

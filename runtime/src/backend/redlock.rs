@@ -152,6 +152,19 @@ struct Tally {
     failed: Vec<(usize, LockError)>,
 }
 
+/// The steps of the shared kinds (a permit, a read/write lease) that Redlock
+/// refuses, each as `step(its extra argument) -> what it would answer`: an
+/// `InvalidOptions` saying why, for the claim's key.
+macro_rules! refused_steps {
+    ($($(#[$doc:meta])* $step:ident($arg:ident: $arg_type:ty) -> $answer:ty;)+) => {$(
+        $(#[$doc])*
+        pub(crate) async fn $step(&self, claim: Claim<'_>, $arg: $arg_type) -> Result<$answer, LockError> {
+            let _ = $arg;
+            Err(Self::refuse_shared(claim.key))
+        }
+    )+};
+}
+
 impl RedlockBackend {
     /// The refusal of every semaphore step (see the module's documentation).
     fn refuse_semaphore(key: &LockKey) -> LockError {
@@ -501,22 +514,11 @@ impl RedlockBackend {
             .cloned()
     }
 
-    /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
-    pub(crate) async fn try_permit(
-        &self,
-        claim: Claim<'_>,
-        _permits: u32,
-    ) -> Result<PermitAttempt, LockError> {
-        Err(Self::refuse_semaphore(claim.key))
-    }
-
-    /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
-    pub(crate) async fn try_rw(
-        &self,
-        claim: Claim<'_>,
-        _place: Duration,
-    ) -> Result<Attempt, LockError> {
-        Err(Self::refuse_rwlock(claim.key))
+    refused_steps! {
+        /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
+        try_permit(permits: u32) -> PermitAttempt;
+        /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
+        try_rw(place: Duration) -> Attempt;
     }
 
     /// Refused, as every semaphore and read/write lock step is.
