@@ -18,7 +18,7 @@ use leasehold::{HeldLease, LockError, LockManager, LockOptions};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use tokio::time::timeout;
 
-use support::{connect, PROMPTLY};
+use support::{connect, Fault, PROMPTLY};
 
 /// Lease of every held lease: renewed each second.
 const TTL: Duration = Duration::from_secs(3);
@@ -35,24 +35,6 @@ const DRIFT_PERCENT: u32 = 1;
 /// The lease's safety margin (see `validity.rs`): the server keeps a
 /// renewed lease this much longer than the holder counts on.
 const SAFETY_MARGIN: Duration = Duration::from_millis(182);
-
-/// A network fault between the holder and Redis.
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    Cut,
-    Blackhole,
-    DelayPastTtl,
-}
-
-impl Fault {
-    fn apply(self, proxy: &FaultProxy) {
-        match self {
-            Fault::Cut => proxy.cut(),
-            Fault::Blackhole => proxy.blackhole(),
-            Fault::DelayPastTtl => proxy.delay(2 * TTL),
-        }
-    }
-}
 
 fn options() -> LockOptions {
     LockOptions::new().ttl(TTL).wait(Duration::ZERO)
@@ -174,7 +156,7 @@ async fn partitioned_batches_tell_every_lease(fault: Fault) {
                 .expect("every lease is held before the fault")
         })
         .collect();
-    fault.apply(&proxy);
+    fault.apply(&proxy, TTL);
     let told = join_all(all.iter().zip(&known).map(|(lease, known)| async move {
         let server_end = *known + SAFETY_MARGIN - TTL * DRIFT_PERCENT / 100;
         timeout(2 * TTL, told_before(lease, server_end))

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use tokio::time::timeout;
 
 use support::{
-    assert_lease_lost, connect, proxied_cluster, redlock, FencedStore, StaleWrite, PROMPTLY,
+    assert_lease_lost, connect, proxied_cluster, redlock, Fault, FencedStore, StaleWrite, PROMPTLY,
 };
 
 const KEY: &str = "partitioned";
@@ -38,24 +38,6 @@ const TICK: Duration = Duration::from_millis(20);
 const LONG_BODY_TICKS: usize = 500;
 /// Ticks of a body meant to complete: two ttls, so it needs renewals.
 const SHORT_BODY_TICKS: usize = 2 * TTL_MS as usize / 20;
-
-/// A network fault between the holder and one Redis server.
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    Cut,
-    Blackhole,
-    DelayPastTtl,
-}
-
-impl Fault {
-    fn apply(self, proxy: &FaultProxy) {
-        match self {
-            Fault::Cut => proxy.cut(),
-            Fault::Blackhole => proxy.blackhole(),
-            Fault::DelayPastTtl => proxy.delay(2 * TTL),
-        }
-    }
-}
 
 /// What happened to one holder that was partitioned while its body ran.
 struct Partitioned {
@@ -208,7 +190,7 @@ async fn partitioned_single_holder_is_cancelled(fault: Fault) {
     let a = through(&proxy).await;
     let b = connect(&server.url()).await;
 
-    let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || fault.apply(&proxy)).await;
+    let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || fault.apply(&proxy, TTL)).await;
     partitioned.assert_cancelled_before_the_lease_ends();
     assert_taken_over_and_old_token_fenced(&b, &partitioned).await;
 }
@@ -231,7 +213,7 @@ async fn partitioned_cluster_holder_is_cancelled(fault: Fault) {
 
     let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || {
         for proxy in &proxies {
-            fault.apply(proxy);
+            fault.apply(proxy, TTL);
         }
     })
     .await;
@@ -318,7 +300,7 @@ async fn partitioned_holder_of_a_set_is_cancelled(fault: Fault) {
         .expect("the holder gets both keys once the other side let go")
         .expect("the body starts");
     stagger.await.unwrap();
-    fault.apply(&proxy);
+    fault.apply(&proxy, TTL);
 
     let result = timeout(3 * TTL, holder)
         .await
