@@ -34,26 +34,26 @@ impl OwnerToken {
     /// A token with 128 fresh random bits and no identity (for tests).
     #[cfg(test)]
     pub(crate) fn generate() -> Self {
-        OwnerToken(random_hex().into())
+        let mut hex = String::with_capacity(32);
+        push_random_hex(&mut hex);
+        OwnerToken(hex.into())
     }
 
     /// A token for an acquisition by `identity`'s manager with lease `ttl_ms`
     /// and `label`, taken now. Panics only if the OS random source is broken.
+    /// Written into one buffer: an acquisition makes one of these each.
     pub(crate) fn issue(identity: &Identity, ttl_ms: u64, label: Option<&str>) -> Self {
+        use std::fmt::Write as _;
         let acquired_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_millis());
-        let label = clean(label.unwrap_or(""), LABEL_LIMIT, false);
-        OwnerToken(
-            format!(
-                "{}|{acquired_ms}|{ttl_ms}|{}|{}|{}|{label}",
-                random_hex(),
-                identity.pid,
-                identity.host,
-                identity.name
-            )
-            .into(),
-        )
+        let label = label.unwrap_or("");
+        let mut token = String::with_capacity(64 + identity.suffix.len() + label.len());
+        push_random_hex(&mut token);
+        // Writing into a String cannot fail.
+        let _ = write!(token, "|{acquired_ms}|{ttl_ms}|{}|", identity.suffix);
+        push_clean(&mut token, label, LABEL_LIMIT, false);
+        OwnerToken(token.into())
     }
 
     /// The token as stored in Redis.
@@ -79,8 +79,8 @@ impl fmt::Debug for OwnerToken {
 #[derive(Debug, Clone)]
 pub(crate) struct Identity {
     name: String,
-    host: String,
-    pid: u32,
+    /// `pid|host|name`, as every token of this manager carries it.
+    suffix: String,
 }
 
 impl Identity {
@@ -92,7 +92,8 @@ impl Identity {
             Some(name) => clean(name, NAME_LIMIT, true),
             None => format!("{host}:{pid}"),
         };
-        Identity { name, host, pid }
+        let suffix = format!("{pid}|{host}|{name}");
+        Identity { name, suffix }
     }
 
     /// The manager's name.
@@ -151,11 +152,16 @@ impl Holder {
     }
 }
 
-/// 128 random bits from the operating system's CSPRNG as 32 lowercase hex digits.
-fn random_hex() -> String {
+/// Appends 128 random bits from the operating system's CSPRNG to `out` as
+/// 32 lowercase hex digits.
+fn push_random_hex(out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; 16];
     getrandom::fill(&mut raw).expect("the operating system's random source failed");
-    raw.iter().map(|byte| format!("{byte:02x}")).collect()
+    for byte in raw {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
 }
 
 /// `text` with control characters (and `|` when `is_field`, which a later
@@ -163,18 +169,24 @@ fn random_hex() -> String {
 /// character boundary.
 fn clean(text: &str, limit: usize, is_field: bool) -> String {
     let mut cleaned = String::with_capacity(text.len().min(limit));
+    push_clean(&mut cleaned, text, limit, is_field);
+    cleaned
+}
+
+/// Appends [`clean`]`(text, limit, is_field)` to `out`.
+fn push_clean(out: &mut String, text: &str, limit: usize, is_field: bool) {
+    let start = out.len();
     for c in text.chars() {
         let c = if c.is_control() || (is_field && c == '|') {
             '_'
         } else {
             c
         };
-        if cleaned.len() + c.len_utf8() > limit {
+        if out.len() - start + c.len_utf8() > limit {
             break;
         }
-        cleaned.push(c);
+        out.push(c);
     }
-    cleaned
 }
 
 /// The host's name: the kernel's, else `$HOSTNAME`, else `unknown-host`.
