@@ -10,10 +10,13 @@
 //! - **Busy.** With no `wait`, the error is `Busy` with the holder's
 //!   remaining TTL when known. Otherwise the waiter subscribes to the key's
 //!   releases, then retries when a release wakes it or the blocking lease
-//!   would end, and never later than [`PLACE_REFRESH`] while it keeps a
-//!   place on the server: a lock waiter's place in the key's queue where the
-//!   backend hands locks over, a writer's intent. A release that hands the
-//!   lock to this waiter is confirmed with one more step.
+//!   would end. Where the backend hands locks over, a lock waiter keeps a
+//!   place in the key's queue, which one keeper per key and process
+//!   refreshes for all its waiters at once ([`places`]); a release that
+//!   hands the lock to this waiter counts its lease from one of those
+//!   refreshes, or is confirmed with one more step. A reader's or writer's
+//!   place (a writer's intent, a reader's mark that readers wait) is
+//!   refreshed by its own attempts, at least every [`PLACE_REFRESH`].
 //! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
 //!   the last attempt decides, and the result is `Ok(None)`.
 //! - **Connection errors.** The first attempt's ends the acquisition at
@@ -30,12 +33,13 @@
 //!   undone by [`pending::PendingAcquire`].
 
 pub(crate) mod pending;
+mod places;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::wait_queue::{Grant, WaitTicket, Wake};
+use crate::backend::wait_queue::{Grant, WaitTicket, Wake, REFRESHES_KEPT};
 use crate::backend::{Attempt, Backend, Claim, PermitAttempt, Taking};
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
@@ -46,20 +50,12 @@ use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
 use crate::{LockError, LockManager, LockOptions};
 use pending::PendingAcquire;
+use places::{PLACE_KEPT, PLACE_REFRESH};
 
 /// How long a newcomer queued behind local waiters waits for a release
 /// message before it tries anyway (the holder may be in another process and
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
-
-/// How long a waiter's place on the server (in a key's queue, a writer's
-/// intent, a reader's mark that readers wait) lasts without being refreshed: a waiter that died holds up the
-/// key at most this long.
-const PLACE_KEPT: Duration = Duration::from_secs(3);
-
-/// Longest pause of a waiter that keeps a place between two attempts, each
-/// of which refreshes it.
-const PLACE_REFRESH: Duration = Duration::from_secs(1);
 
 /// Longest pause of a waiter between two attempts, whatever TTL the holder
 /// reports (any client may have set a key with a huge TTL).
@@ -96,10 +92,6 @@ pub(crate) struct Taken {
     /// `release.lua`).
     pub(crate) first_lease: Option<Duration>,
 }
-
-/// How many of a waiter's last place refreshes it remembers the send time
-/// of, to count a grant that names one of them.
-const REFRESHES_KEPT: usize = 4;
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
@@ -556,8 +548,12 @@ impl<'a> Request<'a> {
                     ticket = self.watch(deadline).await;
                 }
                 let at = deadline.map_or(at, |deadline| at.min(deadline));
-                if let Some(Wake::Granted(grant)) = self.sleep_until(at, &mut ticket).await {
-                    if let Some(taken) = self.taken_as_granted(grant) {
+                let wake = self.sleep_until(at, &mut ticket).await;
+                if let (Some(ticket), true) = (ticket.as_ref(), self.hands_off) {
+                    self.ensure_keeper(ticket);
+                }
+                if let Some(Wake::Granted(grant)) = wake {
+                    if let Some(taken) = self.taken_as_granted(grant, ticket.as_ref()) {
                         self.label.handoff();
                         tracing::debug!(
                             key = self.key.user,
@@ -579,7 +575,7 @@ impl<'a> Request<'a> {
                         }
                         Ok(None) => {
                             if let Some(ticket) = ticket.as_mut() {
-                                ticket.expect_grant(self.token.as_str());
+                                self.keep_place(ticket);
                             }
                         }
                         Err(err) => {
@@ -621,7 +617,9 @@ impl<'a> Request<'a> {
             }
             let pause =
                 outcome.unwrap_or(UNKNOWN_PAUSE).min(LONGEST_PAUSE) + Duration::from_millis(1);
-            let pause = if self.place.is_zero() {
+            // A place the key's keeper refreshes needs no attempt of its own.
+            let kept_by_keeper = self.hands_off && ticket.is_some();
+            let pause = if self.place.is_zero() || kept_by_keeper {
                 pause
             } else {
                 pause.min(PLACE_REFRESH)
@@ -636,8 +634,7 @@ impl<'a> Request<'a> {
         if !self.hands_off {
             return 0;
         }
-        let last = self.refreshes.iter().flatten().map(|&(seq, _)| seq).max();
-        let seq = last.unwrap_or(0) + 1;
+        let seq = places::next_refresh_number();
         self.refreshes.rotate_left(1);
         self.refreshes[REFRESHES_KEPT - 1] = Some((seq, Instant::now()));
         seq
@@ -646,20 +643,25 @@ impl<'a> Request<'a> {
     /// The lease a grant gives as it comes, in one trip: a grant counted
     /// from place refresh `seq` lasts min(place, ttl) from when the server
     /// received that refresh, so counted from when this waiter sent it, it
-    /// ends first. `None` when the grant must be confirmed: the refresh is
-    /// not remembered, the lease is not renewed (its first renewal is what
-    /// extends the short grant to the ttl), or replicas must acknowledge it.
-    fn taken_as_granted(&self, grant: Grant) -> Option<Taken> {
+    /// ends first. The refresh is one of this waiter's attempts or one of
+    /// its key's keeper's refreshes (`ticket` remembers those). `None` when
+    /// the grant must be confirmed: the refresh is not remembered, the lease
+    /// is not renewed (its first renewal is what extends the short grant to
+    /// the ttl), or replicas must acknowledge it.
+    fn taken_as_granted(&self, grant: Grant, ticket: Option<&WaitTicket>) -> Option<Taken> {
         let Grant::FromRefresh { seq } = grant else {
             return None;
         };
         if self.replicas.is_some() || !self.renews {
             return None;
         }
-        let refreshes = self.refreshes.iter().flatten();
-        let &(_, sent) = refreshes
-            .into_iter()
-            .find(|&&(sent_seq, _)| sent_seq == seq)?;
+        let own = self
+            .refreshes
+            .iter()
+            .flatten()
+            .find(|&&(sent_seq, _)| sent_seq == seq)
+            .map(|&(_, sent)| sent);
+        let sent = own.or_else(|| ticket?.refresh_sent(seq))?;
         Some(Taken {
             sent,
             first_lease: Some(self.place.min(Duration::from_millis(self.ttl_ms))),
@@ -695,7 +697,7 @@ impl<'a> Request<'a> {
         tracing::warn!(key = self.key.user, error = %reason, retry_in = ?outage.pause, "connection error while waiting; trying again with a new owner token");
         outage.abandoned.push(self.start_over());
         if let (Some(ticket), true) = (ticket, self.hands_off) {
-            ticket.expect_grant(self.token.as_str());
+            self.keep_place(ticket);
         }
         let at = now + outage.pause;
         outage.pause = (outage.pause * 2).min(PLACE_REFRESH);
@@ -747,9 +749,25 @@ impl<'a> Request<'a> {
             None => Some(watching.await),
         };
         if let (Some(ticket), true) = (ticket.as_mut(), self.hands_off) {
-            ticket.expect_grant(self.token.as_str());
+            self.keep_place(ticket);
         }
         ticket
+    }
+
+    /// Has the key's keeper refresh this waiter's place under the current
+    /// token (and a grant to that token reach `ticket`), and starts the
+    /// keeper if none runs.
+    fn keep_place(&self, ticket: &mut WaitTicket) {
+        ticket.expect_grant(self.token.as_str(), self.ttl_ms);
+        self.ensure_keeper(ticket);
+    }
+
+    /// Starts the keeper of the key's places if none runs (the one that ran
+    /// may have gone with its runtime).
+    fn ensure_keeper(&self, ticket: &WaitTicket) {
+        if let Some(keeping) = ticket.keeper_to_start() {
+            places::keep(self.backend, self.key, keeping);
+        }
     }
 
     /// Sleeps until `at`, or until a release wakes `ticket`: which wake-up

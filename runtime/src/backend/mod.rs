@@ -16,6 +16,7 @@ mod discovery;
 mod memory;
 mod native;
 mod notify;
+mod places;
 mod redis;
 mod redlock;
 mod rwlock;
@@ -34,6 +35,7 @@ pub(crate) use self::admin::{
 pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::discovery::{SentinelCredentials, Sentinels};
 pub(crate) use self::memory::MemoryBackend;
+pub(crate) use self::places::{PlaceRefresh, PlacesSeen};
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::semaphore::PermitAttempt;
@@ -227,6 +229,27 @@ impl Backend {
     /// otherwise a release wakes waiters, who then try again.
     pub(crate) fn hands_off(&self) -> bool {
         matches!(self, Backend::Redis(_) | Backend::Sentinel(_))
+    }
+
+    /// Refreshes the places of this process's queued waiters on `key` in
+    /// one call (see `places`). The backends where waiters are woken, not
+    /// queued, keep no places: nothing to see there.
+    pub(crate) async fn refresh_places(
+        &self,
+        key: &LockKey,
+        refresh: PlaceRefresh<'_>,
+    ) -> Result<PlacesSeen, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.refresh_places(key, refresh).await,
+            Backend::Sentinel(sentinel) => {
+                sentinel
+                    .on_primary(async |redis: &RedisBackend| {
+                        redis.refresh_places(key, refresh).await
+                    })
+                    .await
+            }
+            Backend::Memory(_) | Backend::Redlock(_) => Ok(PlacesSeen::default()),
+        }
     }
 
     /// How many waiters of this process are queued for `key` now.

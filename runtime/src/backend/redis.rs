@@ -25,6 +25,7 @@ use super::commands::{
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
+use super::places::{self, PlaceRefresh, PlacesSeen};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
@@ -327,6 +328,15 @@ impl RedisBackend {
         step(&mut self.commands.clone(), sharded)
             .await
             .map_err(lock_error)
+    }
+
+    pub(crate) async fn refresh_places(
+        &self,
+        key: &LockKey,
+        refresh: PlaceRefresh<'_>,
+    ) -> Result<PlacesSeen, LockError> {
+        self.on_commands(async |commands, _| places::refresh(commands, key, refresh).await)
+            .await
     }
 
     pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

@@ -8,10 +8,14 @@
 //!
 //! A waiter queued in Redis (single server) is not woken but *granted*: the
 //! release that hands it the lock names its owner token, and
-//! [`WaitQueues::grant`] tells that waiter alone.
+//! [`WaitQueues::grant`] tells that waiter alone. Such waiters keep a place
+//! in the key's queue on the server; one keeper per key refreshes all of
+//! this process's places at once ([`KeptPlaces`], see `acquire::places`)
+//! and tells a waiter what it may have missed ([`WaitQueues::tell`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::{oneshot, Notify};
 
@@ -26,8 +30,90 @@ pub(crate) struct WaitQueues {
 struct KeyQueue {
     notify: Arc<Notify>,
     waiters: usize,
-    /// Waiters expecting a grant, by owner token.
-    grants: HashMap<String, oneshot::Sender<Grant>>,
+    /// Waiters expecting a grant (or word from the place keeper), by owner
+    /// token.
+    grants: HashMap<String, oneshot::Sender<Wake>>,
+    /// The places these waiters keep in the key's queue on the server.
+    places: Arc<Mutex<KeptPlaces>>,
+}
+
+/// How many of a key's last place refreshes are remembered with their send
+/// times, for a grant that names one of them.
+pub(crate) const REFRESHES_KEPT: usize = 4;
+
+/// The places this process's waiters keep in one key's queue on the server,
+/// refreshed for all of them by one keeper, one call at a time.
+#[derive(Default)]
+pub(crate) struct KeptPlaces {
+    /// The lease (ms) each waiter asks for, by its owner token.
+    leases: HashMap<String, u64>,
+    /// Whether a keeper refreshes them now.
+    keeper_running: bool,
+    /// The last refreshes' numbers and send times, newest last.
+    sent: [Option<(u64, Instant)>; REFRESHES_KEPT],
+}
+
+impl KeptPlaces {
+    /// When the refresh numbered `seq` was sent, if it is remembered.
+    fn sent_at(&self, seq: u64) -> Option<Instant> {
+        self.sent
+            .iter()
+            .flatten()
+            .find(|&&(sent_seq, _)| sent_seq == seq)
+            .map(|&(_, sent)| sent)
+    }
+}
+
+/// The keeper's hold on one key's [`KeptPlaces`]: while it exists (and has
+/// not said it is done), no other keeper starts for them.
+pub(crate) struct Keeping {
+    queues: Arc<WaitQueues>,
+    key: String,
+    places: Arc<Mutex<KeptPlaces>>,
+    done: bool,
+}
+
+impl Keeping {
+    /// The owner tokens and leases of the places to refresh now, with the
+    /// refresh numbered `seq` and sent at `sent` (a grant may name it);
+    /// `None` when no waiter keeps a place any more: the keeper is done,
+    /// and the next waiter to keep one starts another.
+    pub(crate) fn due(&mut self, seq: u64, sent: Instant) -> Option<Vec<(String, u64)>> {
+        let mut places = locked(&self.places);
+        if places.leases.is_empty() {
+            places.keeper_running = false;
+            self.done = true;
+            return None;
+        }
+        places.sent.rotate_left(1);
+        places.sent[REFRESHES_KEPT - 1] = Some((seq, sent));
+        Some(
+            places
+                .leases
+                .iter()
+                .map(|(token, &lease)| (token.clone(), lease))
+                .collect(),
+        )
+    }
+
+    /// Tells the waiter of `token` (if it is this process's) `wake`.
+    pub(crate) fn tell(&self, token: &str, wake: Wake) -> bool {
+        self.queues.tell(&self.key, token, wake)
+    }
+}
+
+impl Drop for Keeping {
+    /// A keeper that ends before it is done (its runtime shut down) lets
+    /// the next waiter that looks start another.
+    fn drop(&mut self) {
+        if !self.done {
+            locked(&self.places).keeper_running = false;
+        }
+    }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Membership of one waiter in a key's queue; leaves the queue on drop, and
@@ -38,7 +124,11 @@ pub(crate) struct WaitTicket {
     notify: Arc<Notify>,
     holds_wake: bool,
     /// The owner token this waiter expects a grant for, and where it arrives.
-    grant: Option<(String, oneshot::Receiver<Grant>)>,
+    grant: Option<(String, oneshot::Receiver<Wake>)>,
+    /// The places of the key's waiters in this process, and the owner token
+    /// whose place this waiter keeps among them.
+    places: Arc<Mutex<KeptPlaces>>,
+    kept: Option<String>,
 }
 
 impl WaitQueues {
@@ -58,8 +148,8 @@ impl WaitQueues {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyQueue>> {
-        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, KeyQueue>> {
+        locked(&self.queues)
     }
 
     /// Joins the queue of `key`.
@@ -69,6 +159,7 @@ impl WaitQueues {
             notify: Arc::new(Notify::new()),
             waiters: 0,
             grants: HashMap::new(),
+            places: Arc::default(),
         });
         queue.waiters += 1;
         WaitTicket {
@@ -77,6 +168,8 @@ impl WaitQueues {
             notify: Arc::clone(&queue.notify),
             holds_wake: false,
             grant: None,
+            places: Arc::clone(&queue.places),
+            kept: None,
         }
     }
 
@@ -84,11 +177,18 @@ impl WaitQueues {
     /// release, to that waiter. Returns whether a waiter of this process
     /// expected it (otherwise it is another process's).
     pub(crate) fn grant(&self, key: &str, token: &str, grant: Grant) -> bool {
+        self.tell(key, token, Wake::Granted(grant))
+    }
+
+    /// Tells the waiter of `key` that expects a grant to `token` `wake`
+    /// alone: a grant, or to try again. Returns whether a waiter of this
+    /// process expected it.
+    pub(crate) fn tell(&self, key: &str, token: &str, wake: Wake) -> bool {
         let sender = self
             .lock()
             .get_mut(key)
             .and_then(|queue| queue.grants.remove(token));
-        sender.is_some_and(|sender| sender.send(grant).is_ok())
+        sender.is_some_and(|sender| sender.send(wake).is_ok())
     }
 
     /// How many waiters of this process wait for `key` now.
@@ -130,18 +230,57 @@ impl WaitQueues {
 
 impl WaitTicket {
     /// From now on a grant of the lock to `token` reaches this ticket (see
-    /// [`next`](Self::next)); replaces an earlier expectation.
-    pub(crate) fn expect_grant(&mut self, token: &str) {
+    /// [`next`](Self::next)), and the place `token` keeps in the key's
+    /// queue on the server (asking for a lease of `lease_ms`) is refreshed
+    /// by the key's keeper; replaces an earlier expectation and its place.
+    pub(crate) fn expect_grant(&mut self, token: &str, lease_ms: u64) {
+        self.listen_for(token);
+        let mut places = locked(&self.places);
+        if let Some(old) = self.kept.replace(token.to_owned()) {
+            places.leases.remove(&old);
+        }
+        places.leases.insert(token.to_owned(), lease_ms);
+    }
+
+    /// Opens the channel on which word for `token` reaches this ticket
+    /// (closing the one of the token it expected before).
+    fn listen_for(&mut self, token: &str) {
         let (sender, receiver) = oneshot::channel();
+        let previous = self.grant.replace((token.to_owned(), receiver));
         if let Some(queue) = self.queues.lock().get_mut(&self.key) {
+            if let Some((old, _)) = previous {
+                queue.grants.remove(&old);
+            }
             queue.grants.insert(token.to_owned(), sender);
         }
-        self.grant = Some((token.to_owned(), receiver));
+    }
+
+    /// The hold on this key's places for a keeper to start, when none
+    /// refreshes them now and this ticket's waiter keeps one.
+    pub(crate) fn keeper_to_start(&self) -> Option<Keeping> {
+        let mut places = locked(&self.places);
+        if places.keeper_running || places.leases.is_empty() {
+            return None;
+        }
+        places.keeper_running = true;
+        Some(Keeping {
+            queues: Arc::clone(&self.queues),
+            key: self.key.clone(),
+            places: Arc::clone(&self.places),
+            done: false,
+        })
+    }
+
+    /// When the key's keeper sent the place refresh numbered `seq`, if that
+    /// is remembered.
+    pub(crate) fn refresh_sent(&self, seq: u64) -> Option<Instant> {
+        locked(&self.places).sent_at(seq)
     }
 
     /// The next of: a release granted the lock to the token this ticket
-    /// expects (see [`expect_grant`](Self::expect_grant)), or a release woke
-    /// this waiter. From a wake-up on, the ticket holds it until
+    /// expects (see [`expect_grant`](Self::expect_grant)), the key's place
+    /// keeper asks that token to try again, or a release woke this waiter.
+    /// From a release's wake-up on, the ticket holds it until
     /// [`wake_used`](Self::wake_used); dropped before that, it wakes the next
     /// waiter instead. Cancel-safe: a grant or wake-up that arrives as this
     /// future is dropped is kept, or goes to another waiter.
@@ -152,14 +291,20 @@ impl WaitTicket {
             grant,
             ..
         } = self;
-        tokio::select! {
+        let told = tokio::select! {
             biased;
-            grant = wait_for_grant(grant) => Wake::Granted(grant),
+            told = told(grant) => told,
             () = notify.notified() => {
                 *holds_wake = true;
-                Wake::Woken
+                return Wake::Woken;
             }
+        };
+        if let (Wake::Woken, Some((token, _))) = (told, &self.grant) {
+            // Asked to try again, the token still expects its grant.
+            let token = token.clone();
+            self.listen_for(&token);
         }
+        told
     }
 
     /// The retry after a wake-up got its answer (the lock, or busy again under
@@ -185,17 +330,19 @@ pub(crate) enum Grant {
 pub(crate) enum Wake {
     /// A release handed the lock to this waiter.
     Granted(Grant),
-    /// A release (or a lost notification channel) asks it to try again.
+    /// A release (or a lost notification channel, or the key's place
+    /// keeper) asks it to try again.
     Woken,
 }
 
-/// Waits for the grant `grant` expects, forgetting the expectation once it
-/// arrived; pending forever without one.
-async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<Grant>)>) -> Grant {
+/// Waits for word to the token `grant` expects; a grant ends the
+/// expectation. Pending forever without one.
+async fn told(grant: &mut Option<(String, oneshot::Receiver<Wake>)>) -> Wake {
     let Some((_, receiver)) = grant else {
         return std::future::pending().await;
     };
     match receiver.await {
+        Ok(Wake::Woken) => Wake::Woken,
         Ok(granted) => {
             *grant = None;
             granted
@@ -207,6 +354,9 @@ async fn wait_for_grant(grant: &mut Option<(String, oneshot::Receiver<Grant>)>) 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
         let now_empty = {
+            if let Some(token) = &self.kept {
+                locked(&self.places).leases.remove(token);
+            }
             let mut queues = self.queues.lock();
             if let (Some(queue), Some((token, _))) = (queues.get_mut(&self.key), &self.grant) {
                 queue.grants.remove(token);
@@ -291,8 +441,8 @@ mod tests {
     #[test]
     fn a_grant_reaches_only_the_waiter_it_names() {
         let (queues, mut first, mut second) = two_waiters();
-        first.expect_grant("a");
-        second.expect_grant("b");
+        first.expect_grant("a", 1_000);
+        second.expect_grant("b", 1_000);
         assert!(queues.grant("k", "b", Grant::ToConfirm), "b waits here");
         assert!(
             !queues.grant("k", "c", Grant::ToConfirm),

@@ -65,6 +65,10 @@ pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Publishing> =
     Lazy::new(|| Publishing::new(include_str!("release.lua"), true));
+/// Refresh of the places of one process's queued waiters, all at once; see
+/// `refresh_places.lua`.
+pub(crate) static REFRESH_PLACES: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("refresh_places.lua")));
 /// What one lock looks like, read in one step for operators; see `inspect.lua`.
 pub(crate) static INSPECT: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("inspect.lua")));
 /// What one semaphore or read/write lock looks like, read in one step for

@@ -1,0 +1,89 @@
+//! One call that refreshes the places of all of one process's queued
+//! waiters on a key (see `refresh_places.lua`), instead of one script per
+//! waiter and second.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::RedisError;
+
+use super::millis;
+use super::scripts;
+use crate::keys::LockKey;
+
+/// The places to refresh: numbered `seq` (a release's grant may name it),
+/// each lasting `place`, one per waiter as its owner token and the lease in
+/// ms it asks for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlaceRefresh<'a> {
+    pub(crate) seq: u64,
+    pub(crate) place: Duration,
+    pub(crate) waiters: &'a [(String, u64)],
+}
+
+/// What a refresh saw of the key.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct PlacesSeen {
+    /// When the lock is free: the first live waiter, who may take it.
+    pub(crate) first: Option<String>,
+    /// The refreshed waiters that had no place left in the queue.
+    pub(crate) missing: Vec<String>,
+}
+
+impl PlacesSeen {
+    /// Reads `refresh_places.lua`'s `{first, missing...}` reply.
+    fn from_reply(reply: Vec<String>) -> Self {
+        let mut reply = reply.into_iter();
+        let first = reply.next().filter(|token| !token.is_empty());
+        PlacesSeen {
+            first,
+            missing: reply.collect(),
+        }
+    }
+}
+
+/// Runs `refresh_places.lua` once on one server.
+pub(super) async fn refresh(
+    connection: &mut (impl ConnectionLike + Send),
+    key: &LockKey,
+    refresh: PlaceRefresh<'_>,
+) -> Result<PlacesSeen, RedisError> {
+    let mut invocation = scripts::REFRESH_PLACES.prepare_invoke();
+    invocation
+        .key(&key.lock)
+        .key(&key.queue)
+        .key(&key.waiters)
+        .arg(refresh.seq)
+        .arg(millis(refresh.place));
+    for (token, lease_ms) in refresh.waiters {
+        invocation.arg(token).arg(lease_ms);
+    }
+    let reply: Vec<String> = invocation.invoke_async(connection).await?;
+    Ok(PlacesSeen::from_reply(reply))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PlacesSeen;
+
+    #[test]
+    fn the_reply_names_the_first_waiter_of_a_free_lock_then_the_missing() {
+        let reply = |parts: &[&str]| {
+            PlacesSeen::from_reply(parts.iter().map(|part| (*part).to_owned()).collect())
+        };
+        assert_eq!(
+            reply(&["", "a", "b"]),
+            PlacesSeen {
+                first: None,
+                missing: vec!["a".into(), "b".into()],
+            }
+        );
+        assert_eq!(
+            reply(&["f"]),
+            PlacesSeen {
+                first: Some("f".into()),
+                missing: vec![],
+            }
+        );
+    }
+}
