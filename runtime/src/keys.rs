@@ -178,16 +178,28 @@ impl KeySpace {
 
     /// Every name the lock on `user` uses.
     pub(crate) fn key(&self, user: &str) -> LockKey {
-        let (base, tag) = (&self.base, self.tag(user));
+        let tag = self.tag(user);
+        let name = |role: &str| self.name(&tag, role, user);
         LockKey {
             kind: KeyKind::Lock,
             user: user.to_owned(),
-            lock: format!("{tag}{base}:{user}"),
-            fence: format!("{tag}{base}-fence:{user}"),
-            queue: format!("{tag}{base}-queue:{user}"),
-            waiters: format!("{tag}{base}-wait:{user}"),
-            readers: format!("{tag}{base}-read:{user}"),
+            lock: name(":"),
+            fence: name("-fence:"),
+            queue: name("-queue:"),
+            waiters: name("-wait:"),
+            readers: name("-read:"),
         }
+    }
+
+    /// `{tag}base{role}user`, written once into a string of its exact size
+    /// (each acquisition builds several of them).
+    fn name(&self, tag: &str, role: &str, user: &str) -> String {
+        let parts = [tag, self.base.as_str(), role, user];
+        let mut name = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+        for part in parts {
+            name.push_str(part);
+        }
+        name
     }
 
     /// The names of the read/write lock on `user`, for a reader or the
@@ -196,13 +208,14 @@ impl KeySpace {
     /// `waiters` the readers' turn `base-rwturn:k`, all in the slot of the
     /// lock on `user` when hash-tagged.
     pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
-        let (base, tag) = (&self.base, self.tag(user));
+        let tag = self.tag(user);
+        let name = |role: &str| self.name(&tag, role, user);
         LockKey {
             kind,
-            lock: format!("{tag}{base}-rw:{user}"),
-            fence: format!("{tag}{base}-rwfence:{user}"),
-            queue: format!("{tag}{base}-intent:{user}"),
-            waiters: format!("{tag}{base}-rwturn:{user}"),
+            lock: name("-rw:"),
+            fence: name("-rwfence:"),
+            queue: name("-intent:"),
+            waiters: name("-rwturn:"),
             ..self.key(user)
         }
     }
@@ -210,10 +223,9 @@ impl KeySpace {
     /// The names of the semaphore on `user`: its holder set `base-sem:k`, in
     /// the slot of the lock on `user` when hash-tagged.
     pub(crate) fn semaphore(&self, user: &str) -> LockKey {
-        let (base, tag) = (&self.base, self.tag(user));
         LockKey {
             kind: KeyKind::Semaphore,
-            lock: format!("{tag}{base}-sem:{user}"),
+            lock: self.name(&self.tag(user), "-sem:", user),
             ..self.key(user)
         }
     }

@@ -207,16 +207,17 @@ impl LockManager {
     }
 
     /// A lease on `key` (a lock or a semaphore's permit) `taken` by an
-    /// attempt, watched by this manager's watchdog.
+    /// attempt, watched by this manager's watchdog, counted in the metrics
+    /// under `label`.
     pub(crate) fn start_lease(
         &self,
         key: LockKey,
         token: OwnerToken,
         options: &LockOptions,
         taken: Taken,
+        label: MetricLabel,
     ) -> Arc<Lease> {
         let key = Arc::new(key);
-        let label = MetricLabel::new(options, key.kind);
         let id = self.leases().next_id();
         let first_lease = taken.first_lease.unwrap_or(options.ttl).min(options.ttl);
         let mut lease = Lease::new(

@@ -23,6 +23,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use metrics::SharedString;
+use once_cell::sync::Lazy;
 use tracing::Instrument;
 
 use crate::keys::KeyKind;
@@ -90,12 +92,13 @@ impl MetricLabel {
     /// `lock`: the options' key template if known, else their label, else
     /// `unlabelled`; `kind`: what a key of `kind` holds.
     pub(crate) fn new(options: &LockOptions, kind: KeyKind) -> Self {
+        static UNLABELLED: Lazy<Arc<str>> = Lazy::new(|| Arc::from("unlabelled"));
         let lock = options
             .template
             .as_ref()
             .or(options.label.as_ref())
-            .cloned()
-            .unwrap_or_else(|| Arc::from("unlabelled"));
+            .unwrap_or(&UNLABELLED)
+            .clone();
         let kind = match kind {
             KeyKind::Lock => "lock",
             KeyKind::Semaphore => "permit",
@@ -105,8 +108,9 @@ impl MetricLabel {
         MetricLabel { lock, kind }
     }
 
-    fn value(&self) -> String {
-        self.lock.to_string()
+    /// The `lock` label's value, shared with this label (no copy).
+    fn value(&self) -> SharedString {
+        SharedString::from_shared(Arc::clone(&self.lock))
     }
 
     /// The `kind` label: `lock`, `read`, `write` or `permit`.

@@ -414,7 +414,7 @@ async fn run(
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
-    let lease = manager.start_lease(key, token, options, taken);
+    let lease = manager.start_lease(key, token, options, taken, label.clone());
     let guard = LockGuard::owner(lease);
     match fence {
         Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),

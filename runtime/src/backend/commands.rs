@@ -56,9 +56,7 @@ pub(super) async fn try_set(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<Attempt, RedisError> {
-    let set: Option<String> = redis::cmd("SET")
-        .arg(&claim.key.lock)
-        .arg(claim.token.as_str())
+    let set: Option<()> = set_command(&claim.key.lock, claim.token.as_str())
         .arg("NX")
         .arg("PX")
         .arg(claim.ttl_ms)
@@ -69,6 +67,17 @@ pub(super) async fn try_set(
     } else {
         Attempt::Busy { remaining: None }
     })
+}
+
+/// `SET key value`, for the caller to add its options (at most four
+/// arguments: `NX PX ms`, `IFEQ value PX ms`): allocated once at its full
+/// size, where `redis::cmd` grows its buffers argument by argument, since
+/// every lock cycle sends one.
+pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
+    const OPTIONS_SIZE: usize = 48;
+    let mut set = redis::Cmd::with_capacity(7, 3 + key.len() + 2 * value.len() + OPTIONS_SIZE);
+    set.arg("SET").arg(key).arg(value);
+    set
 }
 
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Value};
 
+use super::commands::set_command;
 use super::Claim;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -137,9 +138,7 @@ pub(super) async fn renew(
     claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
     let token = claim.token.as_str();
-    let set: Option<String> = redis::cmd("SET")
-        .arg(&claim.key.lock)
-        .arg(token)
+    let set: Option<()> = set_command(&claim.key.lock, token)
         .arg("IFEQ")
         .arg(token)
         .arg("PX")

@@ -11,17 +11,43 @@ use redis::Script;
 
 /// Runs `$script` once on `$connection` with the keys and arguments given,
 /// in order, and reads its reply as the caller's type: the one shape of
-/// every script call.
+/// every script call. The `EVALSHA` is written into one buffer sized up
+/// front (redis-rs's invocation copies each key and argument into a buffer
+/// of its own first: several allocations per call); a server that does not
+/// know the script (`NOSCRIPT`: restarted, flushed) gets it through the
+/// invocation, which loads it and sends it again.
 macro_rules! run_script {
-    ($script:expr, $connection:expr, keys [$($key:expr),* $(,)?], args [$($arg:expr),* $(,)?]) => {
-        $script
-            $(.key($key))*
-            $(.arg($arg))*
-            .invoke_async($connection)
-            .await
-    };
+    ($script:expr, $connection:expr, keys [$($key:expr),* $(,)?], args [$($arg:expr),* $(,)?]) => {{
+        let script: &::redis::Script = &$script;
+        let mut evalsha = ::redis::Cmd::with_capacity(
+            $crate::backend::scripts::EVALSHA_ARGS,
+            $crate::backend::scripts::EVALSHA_SIZE,
+        );
+        let keys: usize = 0 $(+ { let _ = stringify!($key); 1 })*;
+        evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        $(evalsha.arg($key);)*
+        $(evalsha.arg($arg);)*
+        match evalsha.query_async($connection).await {
+            Err(err) if err.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) => {
+                script
+                    $(.key($key))*
+                    $(.arg($arg))*
+                    .invoke_async($connection)
+                    .await
+            }
+            answer => answer,
+        }
+    }};
 }
 pub(crate) use run_script;
+
+/// Room for the arguments of a script call: `EVALSHA`, the hash, the key
+/// count and up to 9 keys and arguments before its buffer grows.
+pub(crate) const EVALSHA_ARGS: usize = 12;
+
+/// Room for the bytes of a script call: the hash, three keys and a few
+/// owner tokens and numbers before its buffer grows.
+pub(crate) const EVALSHA_SIZE: usize = 384;
 
 /// A script that publishes what it changed, in two forms: with `PUBLISH`
 /// for one server, and with `SPUBLISH` for Redis Cluster, where the message
