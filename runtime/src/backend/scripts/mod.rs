@@ -154,13 +154,125 @@ pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
 pub(crate) static RENEW_BATCH: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("renew_batch.lua")));
 
-/// A script made of the shared functions followed by `body`.
+/// A script made of `body` after the shared functions it uses (see
+/// [`prelude_for`]).
 fn with_prelude(body: &str) -> Script {
-    Script::new(&[include_str!("prelude.lua"), body].concat())
+    Script::new(&[prelude_for(body).as_str(), body].concat())
+}
+
+/// The definitions of `prelude.lua` that `body` uses, with those they use
+/// in turn, in the prelude's order (each after what it calls). Lua builds
+/// every function a script defines on each call, so a script defines only
+/// what it needs: a release that carried the whole prelude spent about as
+/// long building it as running.
+///
+/// The prelude is read as paragraphs (split at blank lines), each one
+/// definition (`local function name(` or `local NAME =`) after its
+/// comment; a paragraph without one (the file's own comment) is left out.
+fn prelude_for(body: &str) -> String {
+    let definitions: Vec<(&str, &str)> = include_str!("prelude.lua")
+        .split("\n\n")
+        .filter_map(|paragraph| Some((defined_name(paragraph)?, paragraph)))
+        .collect();
+    let mut needed = vec![false; definitions.len()];
+    // Each pass adds at least one definition, or ends.
+    for _ in 0..=definitions.len() {
+        let users: Vec<&str> = std::iter::once(body)
+            .chain(
+                definitions
+                    .iter()
+                    .zip(&needed)
+                    .filter(|(_, &needed)| needed)
+                    .map(|(&(_, text), _)| text),
+            )
+            .collect();
+        let mut added = false;
+        for (index, &(name, _)) in definitions.iter().enumerate() {
+            if !needed[index] && users.iter().any(|text| mentions(text, name)) {
+                needed[index] = true;
+                added = true;
+            }
+        }
+        if !added {
+            break;
+        }
+    }
+    let mut prelude = String::new();
+    for (&(_, text), _) in definitions.iter().zip(needed).filter(|(_, needed)| *needed) {
+        prelude.push_str(text);
+        prelude.push_str("\n\n");
+    }
+    prelude
+}
+
+/// The name a prelude paragraph defines at its top level, if any.
+fn defined_name(paragraph: &str) -> Option<&str> {
+    paragraph.lines().find_map(|line| {
+        let rest = line.strip_prefix("local ")?;
+        let rest = rest.strip_prefix("function ").unwrap_or(rest);
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+        (end > 0).then(|| &rest[..end])
+    })
+}
+
+/// Whether `text` names `name` as a whole word (not inside a longer name).
+fn mentions(text: &str, name: &str) -> bool {
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(word_char) && !after.is_some_and(word_char)
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::prelude_for;
+
+    #[test]
+    fn a_script_gets_the_shared_functions_it_calls_and_theirs_only() {
+        let release = prelude_for(include_str!("release.lua"));
+        for needed in [
+            "local function held_by(",
+            "local function holder_of(",
+            "local WAITERS_MARK",
+            "local function first_live_waiter(",
+            "local function place_of(",
+            "local function clock_us(",
+        ] {
+            assert!(release.contains(needed), "release.lua lacks {needed}");
+        }
+        for unused in [
+            "drop_expired_permits",
+            "raise_fence",
+            "expire_with_last_permit",
+        ] {
+            assert!(!release.contains(unused), "release.lua carries {unused}");
+        }
+        assert!(
+            release.find("local function clock_us(")
+                < release.find("local function first_live_waiter("),
+            "a function comes after what it calls"
+        );
+        assert_eq!(prelude_for("return 1"), "");
+    }
+
+    #[test]
+    fn every_prelude_paragraph_defines_one_name() {
+        let prelude = include_str!("prelude.lua");
+        let top_level = prelude
+            .lines()
+            .filter(|line| line.starts_with("local "))
+            .count();
+        let defined = prelude
+            .split("\n\n")
+            .filter_map(super::defined_name)
+            .count();
+        assert_eq!(
+            defined, top_level,
+            "a paragraph of prelude.lua defines two names: keep a blank line between definitions"
+        );
+    }
     #[test]
     fn the_sharded_release_publishes_only_on_sharded_channels() {
         let plain = include_str!("release.lua");
