@@ -154,11 +154,25 @@ pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
 pub(crate) static RENEW_BATCH: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("renew_batch.lua")));
 
-/// A script made of `body` after the shared functions it uses (see
-/// [`prelude_for`]).
+/// A script made of `body` and the shared functions it uses (see
+/// [`prelude_for`]): before it, or where it has the line
+/// [`PRELUDE_HERE`], so that a fast path above that line returns before
+/// any of them is built.
 fn with_prelude(body: &str) -> Script {
-    Script::new(&[prelude_for(body).as_str(), body].concat())
+    Script::new(&source_with_prelude(body))
 }
+
+/// The source of [`with_prelude`]'s script.
+fn source_with_prelude(body: &str) -> String {
+    let prelude = prelude_for(body);
+    let (head, tail) = body
+        .split_once(PRELUDE_HERE)
+        .map_or(("", body), |(head, tail)| (head, tail));
+    [head, prelude.as_str(), tail].concat()
+}
+
+/// The line of a script where its shared functions are to be defined.
+const PRELUDE_HERE: &str = "-- (the shared functions of prelude.lua are defined here)\n";
 
 /// The definitions of `prelude.lua` that `body` uses, with those they use
 /// in turn, in the prelude's order (each after what it calls). Lua builds
@@ -233,7 +247,6 @@ mod tests {
     fn a_script_gets_the_shared_functions_it_calls_and_theirs_only() {
         let release = prelude_for(include_str!("release.lua"));
         for needed in [
-            "local function held_by(",
             "local function holder_of(",
             "local WAITERS_MARK",
             "local function first_live_waiter(",
@@ -255,6 +268,19 @@ mod tests {
             "a function comes after what it calls"
         );
         assert_eq!(prelude_for("return 1"), "");
+    }
+
+    #[test]
+    fn the_release_deletes_an_unmarked_lock_before_it_builds_the_shared_functions() {
+        let release = super::source_with_prelude(include_str!("release.lua"));
+        let fast_path = release.find("redis.call('DEL'").expect("a DEL");
+        let first_function = release.find("local function").expect("a function");
+        assert!(fast_path < first_function);
+        let renew = super::source_with_prelude(include_str!("renew.lua"));
+        assert!(
+            renew.find("local function") < renew.find("held_by(KEYS"),
+            "without the line, the shared functions come first"
+        );
     }
 
     #[test]

@@ -35,10 +35,12 @@ local token, window = ARGV[1], tonumber(ARGV[2])
 local value = redis.call('GET', KEYS[1])
 if value == token and window > 0 then
   -- No waiters' mark, so nobody is queued (prelude.lua): a plain
-  -- compare-and-delete, as the server's native one does it.
+  -- compare-and-delete, as the server's native one does it, before the
+  -- shared functions are even built.
   redis.call('DEL', KEYS[1])
   return 1
 end
+-- (the shared functions of prelude.lua are defined here)
 if holder_of(value) ~= token then
   if leave_queue(KEYS[2], KEYS[3], token) == 0 then
     mark_waiters(KEYS[1], false)
