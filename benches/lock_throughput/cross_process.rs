@@ -180,6 +180,7 @@ fn merge(go_at: SystemTime, reports: Vec<WorkerReport>) -> Timings {
         cycle_times: Vec::new(),
         waits: Vec::new(),
         handoffs: Vec::new(),
+        holds: Vec::new(),
         first_second: Vec::new(),
         worker_cpu: Duration::ZERO,
         baseline: None,
@@ -189,13 +190,29 @@ fn merge(go_at: SystemTime, reports: Vec<WorkerReport>) -> Timings {
         timings.waits.extend(report.waits);
         timings.first_second.extend(report.first_second);
         timings.worker_cpu += report.cpu;
+        timings.holds.extend(report.holds);
     }
     timings.waits.sort_unstable();
+    timings.handoffs = handoffs(&mut timings.holds);
     timings
 }
 
+/// The hand-offs between the `holds` of one key, whichever processes they
+/// were in: from each release sent to the next hold (the holds are sorted
+/// by when they began; one holder at a time, so each begins after the one
+/// before was released, on the one wall clock of this machine).
+fn handoffs(holds: &mut [(SystemTime, SystemTime)]) -> Vec<Duration> {
+    holds.sort_unstable();
+    let mut handoffs: Vec<Duration> = holds
+        .windows(2)
+        .map(|pair| pair[1].0.duration_since(pair[0].1).unwrap_or_default())
+        .collect();
+    handoffs.sort_unstable();
+    handoffs
+}
+
 /// What one worker measured: the line it prints, e.g.
-/// `cycles=500 started_unix_ns=… elapsed_ns=… cpu_ns=… first_second=61,60 waits_ns=…,…`.
+/// `cycles=500 started_unix_ns=… elapsed_ns=… cpu_ns=… first_second=61,60 waits_ns=…,… holds_unix_ns=…:…,…`.
 struct WorkerReport {
     cycles: usize,
     started_at: SystemTime,
@@ -204,18 +221,24 @@ struct WorkerReport {
     cpu: Duration,
     first_second: Vec<usize>,
     waits: Vec<Duration>,
+    /// Each hold: when it began and when its release was sent.
+    holds: Vec<(SystemTime, SystemTime)>,
+}
+
+/// Nanoseconds since the Unix epoch of `at`.
+fn unix_ns(at: SystemTime) -> u128 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
 }
 
 impl WorkerReport {
     fn line(&self) -> String {
         let list = |values: Vec<String>| values.join(",");
         format!(
-            "cycles={} started_unix_ns={} elapsed_ns={} cpu_ns={} first_second={} waits_ns={}",
+            "cycles={} started_unix_ns={} elapsed_ns={} cpu_ns={} first_second={} waits_ns={} holds_unix_ns={}",
             self.cycles,
-            self.started_at
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos(),
+            unix_ns(self.started_at),
             self.elapsed.as_nanos(),
             self.cpu.as_nanos(),
             list(self.first_second.iter().map(usize::to_string).collect()),
@@ -223,6 +246,12 @@ impl WorkerReport {
                 self.waits
                     .iter()
                     .map(|w| w.as_nanos().to_string())
+                    .collect()
+            ),
+            list(
+                self.holds
+                    .iter()
+                    .map(|&(held, released)| format!("{}:{}", unix_ns(held), unix_ns(released)))
                     .collect()
             ),
         )
@@ -257,6 +286,17 @@ impl WorkerReport {
                 .into_iter()
                 .map(Duration::from_nanos)
                 .collect(),
+            holds: field("holds_unix_ns")?
+                .split(',')
+                .filter(|hold| !hold.is_empty())
+                .map(|hold| {
+                    let (held, released) = hold.split_once(':')?;
+                    let at = |ns: &str| {
+                        Some(SystemTime::UNIX_EPOCH + Duration::from_nanos(ns.parse().ok()?))
+                    };
+                    Some((at(held)?, at(released)?))
+                })
+                .collect::<Option<_>>()?,
         })
     }
 }
@@ -339,6 +379,7 @@ pub fn worker_main(args: &[String]) {
         cpu: cpu.unwrap_or_default(),
         first_second: timings.first_second,
         waits: timings.waits,
+        holds: timings.holds,
     };
     say(&report.line());
 }

@@ -35,7 +35,7 @@ impl Figure {
             Figure::AcquireP50 => "acquire p50",
             Figure::AcquireP99 => "acquire p99",
             Figure::AcquireMax => "acquire max",
-            Figure::HandoffP50 => "hand-off p50 (release sent → next holder holds; one process)",
+            Figure::HandoffP50 => "hand-off p50 (release sent → next holder holds)",
             Figure::HandoffP99 => "hand-off p99",
             Figure::FirstSecondMin => "cycles in 1st s, least served task",
             Figure::FirstSecondMax => "cycles in 1st s, most served task",

@@ -285,9 +285,14 @@ impl Client {
                 if !hold.is_zero() {
                     tokio::time::sleep(hold).await;
                 }
+                let released = Instant::now();
                 releases.mark();
                 self.release(held).await;
-                Some(Acquired { at, handoff })
+                Some(Acquired {
+                    at,
+                    handoff,
+                    released,
+                })
             }
         }
     }
@@ -330,12 +335,14 @@ impl Client {
     }
 }
 
-/// When one cycle held the lock, and how long after the last release of
-/// the workload was sent (the hand-off, on one key).
+/// When one cycle held the lock, how long after the last release of the
+/// workload was sent (the hand-off, on one key), and when its own release
+/// was sent.
 #[derive(Debug, Clone, Copy)]
 pub struct Acquired {
     pub at: Instant,
     pub handoff: Option<Duration>,
+    pub released: Instant,
 }
 
 /// When the last release of a run was sent, shared by its tasks: on one

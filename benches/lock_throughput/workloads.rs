@@ -121,8 +121,11 @@ pub struct Timings {
     /// for the clients that lock around a body).
     pub waits: Vec<Duration>,
     /// On one key: each hand-off, from the last release sent to the next
-    /// holder holding (sorted; none from worker processes).
+    /// holder holding (sorted; across worker processes, from their holds).
     pub handoffs: Vec<Duration>,
+    /// On one key: each hold, from holding to sending the release, in wall
+    /// clock time, comparable across the processes of one machine.
+    pub holds: Vec<(SystemTime, SystemTime)>,
     /// Cycles each task completed within the first second.
     pub first_second: Vec<usize>,
     /// CPU time of the worker processes that ran the cycles (cross-process
@@ -138,6 +141,7 @@ struct TaskRecord {
     cycle_times: Vec<Duration>,
     waits: Vec<Duration>,
     handoffs: Vec<Duration>,
+    holds: Vec<(Instant, Instant)>,
     done_at: Vec<Instant>,
 }
 
@@ -161,6 +165,7 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
                     cycle_times: Vec::with_capacity(cycles),
                     waits: Vec::with_capacity(cycles),
                     handoffs: Vec::new(),
+                    holds: Vec::new(),
                     done_at: Vec::with_capacity(cycles),
                 };
                 let one_key = plan.keys.len() == 1 && plan.tasks > 1;
@@ -176,6 +181,9 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
                         record.waits.push(acquired.at - started);
                         if let Some(handoff) = acquired.handoff.filter(|_| one_key) {
                             record.handoffs.push(handoff);
+                        }
+                        if one_key {
+                            record.holds.push((acquired.at, acquired.released));
                         }
                     }
                     record.cycle_times.push(done - started);
@@ -194,6 +202,7 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
         cycle_times: Vec::new(),
         waits: Vec::new(),
         handoffs: Vec::new(),
+        holds: Vec::new(),
         first_second: Vec::with_capacity(plan.tasks),
         worker_cpu: Duration::ZERO,
         baseline: None,
@@ -212,6 +221,13 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
         timings.cycle_times.extend(record.cycle_times);
         timings.waits.extend(record.waits);
         timings.handoffs.extend(record.handoffs);
+        let wall = |at: Instant| started_at + at.saturating_duration_since(start);
+        timings.holds.extend(
+            record
+                .holds
+                .into_iter()
+                .map(|(held, released)| (wall(held), wall(released))),
+        );
     }
     timings.elapsed = last - start;
     timings.cycle_times.sort_unstable();
