@@ -152,12 +152,14 @@ impl Holder {
     }
 }
 
-/// Appends 128 random bits from the operating system's CSPRNG to `out` as
-/// 32 lowercase hex digits.
+/// Appends 128 random bits to `out` as 32 lowercase hex digits, from the
+/// thread's cryptographic generator (ChaCha12, seeded from the operating
+/// system and reseeded every 64 KiB): unguessable, without a system call
+/// per token.
 fn push_random_hex(out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; 16];
-    getrandom::fill(&mut raw).expect("the operating system's random source failed");
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut raw);
     for byte in raw {
         out.push(char::from(DIGITS[usize::from(byte >> 4)]));
         out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));

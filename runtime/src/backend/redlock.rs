@@ -772,7 +772,7 @@ impl Tally {
 /// A random pause in `JITTER_MS`, so contenders of a split vote do not retry in lockstep.
 fn jitter() -> Duration {
     let (low, high) = JITTER_MS;
-    let random = getrandom::u64().unwrap_or(0);
+    let random = rand::Rng::next_u64(&mut rand::rng());
     Duration::from_millis(low + random % (high - low + 1))
 }
 
