@@ -15,7 +15,7 @@ use tokio::runtime::Handle;
 use crate::cpu::process_cpu;
 use crate::measure::Baseline;
 use crate::subjects::{Client, Side, Subject};
-use crate::workloads::{drive, Plan, Scale, Timings};
+use crate::workloads::{drive, Hold, Plan, Scale, Timings};
 
 /// First argument that makes the bench binary a worker process.
 pub const WORKER_ARG: &str = "--worker";
@@ -226,18 +226,23 @@ fn merge(go_at: SystemTime, reports: Vec<WorkerReport>) -> Timings {
 /// were in: from each release sent to the next hold (the holds are sorted
 /// by when they began; one holder at a time, so each begins after the one
 /// before was released, on the one wall clock of this machine).
-fn handoffs(holds: &mut [(SystemTime, SystemTime)]) -> Vec<Duration> {
+fn handoffs(holds: &mut [Hold]) -> Vec<Duration> {
     holds.sort_unstable();
     let mut handoffs: Vec<Duration> = holds
         .windows(2)
-        .map(|pair| pair[1].0.duration_since(pair[0].1).unwrap_or_default())
+        .map(|pair| {
+            pair[1]
+                .held
+                .duration_since(pair[0].released)
+                .unwrap_or_default()
+        })
         .collect();
     handoffs.sort_unstable();
     handoffs
 }
 
 /// What one worker measured: the line it prints, e.g.
-/// `cycles=500 started_unix_ns=… elapsed_ns=… cpu_ns=… first_second=61,60 waits_ns=…,… holds_unix_ns=…:…,…`.
+/// `cycles=500 started_unix_ns=… elapsed_ns=… cpu_ns=… first_second=61,60 waits_ns=…,… holds_unix_ns=requested:held:released,…`.
 struct WorkerReport {
     cycles: usize,
     started_at: SystemTime,
@@ -246,8 +251,8 @@ struct WorkerReport {
     cpu: Duration,
     first_second: Vec<usize>,
     waits: Vec<Duration>,
-    /// Each hold: when it began and when its release was sent.
-    holds: Vec<(SystemTime, SystemTime)>,
+    /// Each hold: when it was asked for, began, and its release was sent.
+    holds: Vec<Hold>,
 }
 
 /// Nanoseconds since the Unix epoch of `at`.
@@ -276,7 +281,14 @@ impl WorkerReport {
             list(
                 self.holds
                     .iter()
-                    .map(|&(held, released)| format!("{}:{}", unix_ns(held), unix_ns(released)))
+                    .map(|hold| {
+                        format!(
+                            "{}:{}:{}",
+                            unix_ns(hold.requested),
+                            unix_ns(hold.held),
+                            unix_ns(hold.released)
+                        )
+                    })
                     .collect()
             ),
         )
@@ -315,11 +327,15 @@ impl WorkerReport {
                 .split(',')
                 .filter(|hold| !hold.is_empty())
                 .map(|hold| {
-                    let (held, released) = hold.split_once(':')?;
                     let at = |ns: &str| {
                         Some(SystemTime::UNIX_EPOCH + Duration::from_nanos(ns.parse().ok()?))
                     };
-                    Some((at(held)?, at(released)?))
+                    let mut times = hold.split(':').map(at);
+                    Some(Hold {
+                        requested: times.next()??,
+                        held: times.next()??,
+                        released: times.next()??,
+                    })
                 })
                 .collect::<Option<_>>()?,
         })

@@ -95,6 +95,7 @@ const CONTENDED: &[Figure] = &[
     Figure::AcquireP50,
     Figure::AcquireP99,
     Figure::AcquireMax,
+    Figure::MostAhead,
     Figure::HandoffP50,
     Figure::HandoffP99,
     Figure::FirstSecondMin,

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::measure::{Run, Table};
+use crate::workloads::most_ahead;
 
 /// A figure of the table: one row per workload that shows it.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +16,7 @@ pub enum Figure {
     AcquireP50,
     AcquireP99,
     AcquireMax,
+    MostAhead,
     HandoffP50,
     HandoffP99,
     FirstSecondMin,
@@ -35,6 +37,9 @@ impl Figure {
             Figure::AcquireP50 => "acquire p50",
             Figure::AcquireP99 => "acquire p99",
             Figure::AcquireMax => "acquire max",
+            Figure::MostAhead => {
+                "most holds ahead of one acquisition (in arrival order: tasks - 1)"
+            }
             Figure::HandoffP50 => "hand-off p50 (release sent → next holder holds)",
             Figure::HandoffP99 => "hand-off p99",
             Figure::FirstSecondMin => "cycles in 1st s, least served task",
@@ -58,6 +63,9 @@ impl Figure {
             Figure::AcquireP50 => seconds(percentile(&timings.waits, 0.50)),
             Figure::AcquireP99 => seconds(percentile(&timings.waits, 0.99)),
             Figure::AcquireMax => seconds(percentile(&timings.waits, 1.0)),
+            Figure::MostAhead => {
+                most_ahead(&mut timings.holds.clone()).map_or(f64::NAN, |most| most as f64)
+            }
             Figure::HandoffP50 => seconds(percentile(&timings.handoffs, 0.50)),
             Figure::HandoffP99 => seconds(percentile(&timings.handoffs, 0.99)),
             Figure::FirstSecondMin => timings
@@ -92,7 +100,10 @@ impl Figure {
     pub fn show(self, run: &Run) -> String {
         let value = self.value(run);
         match self {
-            Figure::CyclesPerSec | Figure::FirstSecondMin | Figure::FirstSecondMax => {
+            Figure::CyclesPerSec
+            | Figure::FirstSecondMin
+            | Figure::FirstSecondMax
+            | Figure::MostAhead => {
                 if value.is_nan() {
                     "n/a".to_owned()
                 } else {

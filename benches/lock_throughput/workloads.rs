@@ -123,9 +123,9 @@ pub struct Timings {
     /// On one key: each hand-off, from the last release sent to the next
     /// holder holding (sorted; across worker processes, from their holds).
     pub handoffs: Vec<Duration>,
-    /// On one key: each hold, from holding to sending the release, in wall
-    /// clock time, comparable across the processes of one machine.
-    pub holds: Vec<(SystemTime, SystemTime)>,
+    /// On one key: each hold (from holding to sending the release) with
+    /// when it was asked for.
+    pub holds: Vec<Hold>,
     /// Cycles each task completed within the first second.
     pub first_second: Vec<usize>,
     /// CPU time of the worker processes that ran the cycles (cross-process
@@ -136,12 +136,38 @@ pub struct Timings {
     pub baseline: Option<Baseline>,
 }
 
+/// One acquisition of a key shared by the tasks, in wall-clock time,
+/// comparable across the processes of one machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hold {
+    /// When the lock was held (first: holds sort by it).
+    pub held: SystemTime,
+    /// When the acquisition was called.
+    pub requested: SystemTime,
+    /// When the release was sent.
+    pub released: SystemTime,
+}
+
+/// The most holds that began while one acquisition waited for its own:
+/// with one key and N tasks, a queue served in arrival order lets at most
+/// N - 1 go ahead (every other task once). Sorts `holds` by when they
+/// began.
+pub fn most_ahead(holds: &mut [Hold]) -> Option<usize> {
+    holds.sort_unstable();
+    (0..holds.len())
+        .map(|index| {
+            let requested = holds[index].requested;
+            index - holds[..index].partition_point(|hold| hold.held <= requested)
+        })
+        .max()
+}
+
 /// What one task measured.
 struct TaskRecord {
     cycle_times: Vec<Duration>,
     waits: Vec<Duration>,
     handoffs: Vec<Duration>,
-    holds: Vec<(Instant, Instant)>,
+    holds: Vec<(Instant, Instant, Instant)>,
     done_at: Vec<Instant>,
 }
 
@@ -183,7 +209,7 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
                             record.handoffs.push(handoff);
                         }
                         if one_key {
-                            record.holds.push((acquired.at, acquired.released));
+                            record.holds.push((started, acquired.at, acquired.released));
                         }
                     }
                     record.cycle_times.push(done - started);
@@ -226,7 +252,11 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
             record
                 .holds
                 .into_iter()
-                .map(|(held, released)| (wall(held), wall(released))),
+                .map(|(requested, held, released)| Hold {
+                    held: wall(held),
+                    requested: wall(requested),
+                    released: wall(released),
+                }),
         );
     }
     timings.elapsed = last - start;
