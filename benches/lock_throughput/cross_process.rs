@@ -58,44 +58,28 @@ fn run_workers(side: Side, cycles_per_task: usize, runtime: &Handle) -> Timings 
         ..
     } = side;
     let deadline = Instant::now() + RUN_LIMIT;
-    let exe = std::env::current_exe().expect("cannot locate the bench binary");
-    let (sender, lines) = mpsc::channel();
-    let mut workers = Workers(Vec::with_capacity(PROCESSES));
-    for index in 0..PROCESSES {
-        let mut child = Command::new(&exe)
-            .arg(WORKER_ARG)
-            .arg(subject.label())
-            .arg(&url)
-            .arg(TASKS_PER_PROCESS.to_string())
-            .arg(cycles_per_task.to_string())
-            .arg(HOLD.as_micros().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start a worker process");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let sender = sender.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send((index, line)).is_err() {
-                    break;
-                }
-            }
-        });
-        workers.0.push(child);
-    }
-    drop(sender);
-    one_line_each(&lines, deadline, "ready", |line| {
+    let args = [
+        WORKER_ARG.to_owned(),
+        subject.label().to_owned(),
+        url,
+        TASKS_PER_PROCESS.to_string(),
+        cycles_per_task.to_string(),
+        HOLD.as_micros().to_string(),
+    ];
+    let (mut workers, lines) = Workers::start(PROCESSES, &args);
+    one_line_each(&lines, PROCESSES, deadline, "ready", |line| {
         (line == "ready").then_some(())
     });
     let baseline = runtime.block_on(Baseline::take(&mut servers));
     let go_at = SystemTime::now();
-    for child in &mut workers.0 {
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        writeln!(stdin, "go").expect("cannot start a worker process");
-    }
-    let reports = one_line_each(&lines, deadline, "its figures", WorkerReport::parse);
+    workers.tell("go");
+    let reports = one_line_each(
+        &lines,
+        PROCESSES,
+        deadline,
+        "its figures",
+        WorkerReport::parse,
+    );
     workers.finish(deadline);
     Timings {
         baseline: Some(baseline),
@@ -103,21 +87,23 @@ fn run_workers(side: Side, cycles_per_task: usize, runtime: &Handle) -> Timings 
     }
 }
 
-/// The next line of each worker, parsed by `parse`; panics on a line that
-/// does not parse, and when a worker exits or `deadline` passes first.
-fn one_line_each<T>(
+/// The next line of each of the `processes` workers, parsed by `parse`;
+/// panics on a line that does not parse, and when a worker exits or
+/// `deadline` passes first.
+pub fn one_line_each<T>(
     lines: &Receiver<(usize, String)>,
+    processes: usize,
     deadline: Instant,
     what: &str,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Vec<T> {
-    let mut got: Vec<Option<T>> = (0..PROCESSES).map(|_| None).collect();
+    let mut got: Vec<Option<T>> = (0..processes).map(|_| None).collect();
     while got.iter().any(Option::is_none) {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let (index, line) = match lines.recv_timeout(timeout) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => {
-                panic!("a worker process did not report {what} within {RUN_LIMIT:?}")
+                panic!("a worker process did not report {what} in time")
             }
             Err(RecvTimeoutError::Disconnected) => {
                 panic!("a worker process exited before it reported {what}")
@@ -132,12 +118,51 @@ fn one_line_each<T>(
 
 /// The worker processes of one run; those still running when it is dropped
 /// (a failed run) are killed.
-struct Workers(Vec<Child>);
+pub struct Workers(Vec<Child>);
 
 impl Workers {
+    /// Starts `count` copies of this binary with `args`, stdin and stdout
+    /// piped; their stdout lines come on the receiver with the worker's
+    /// index (0 to `count - 1`).
+    pub fn start(count: usize, args: &[String]) -> (Workers, Receiver<(usize, String)>) {
+        let exe = std::env::current_exe().expect("cannot locate the bench binary");
+        let (sender, lines) = mpsc::channel();
+        let mut workers = Workers(Vec::with_capacity(count));
+        for index in 0..count {
+            let mut child = Command::new(&exe)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("cannot start a worker process");
+            let stdout = child.stdout.take().expect("stdout is piped");
+            let sender = sender.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if sender.send((index, line)).is_err() {
+                        break;
+                    }
+                }
+            });
+            workers.0.push(child);
+        }
+        (workers, lines)
+    }
+
+    /// Sends `line` to every worker's stdin.
+    pub fn tell(&mut self, line: &str) {
+        for child in &mut self.0 {
+            let stdin = child.stdin.as_mut().expect("stdin is piped");
+            writeln!(stdin, "{line}")
+                .and_then(|()| stdin.flush())
+                .expect("cannot write to a worker process");
+        }
+    }
+
     /// Waits for every worker to exit by `deadline`; panics if one failed or
     /// is still running then.
-    fn finish(&mut self, deadline: Instant) {
+    pub fn finish(&mut self, deadline: Instant) {
         for child in &mut self.0 {
             loop {
                 if let Some(status) = child.try_wait().expect("cannot wait for a worker") {
@@ -146,7 +171,7 @@ impl Workers {
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "a worker process did not exit within {RUN_LIMIT:?}"
+                    "a worker process did not exit in time"
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -344,7 +369,7 @@ pub fn worker_main(args: &[String]) {
 }
 
 /// One line on stdout, flushed at once: the parent is waiting for it.
-fn say(line: &str) {
+pub fn say(line: &str) {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")
         .and_then(|()| stdout.flush())

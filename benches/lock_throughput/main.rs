@@ -10,6 +10,7 @@
 //! LOCK_BENCH_ONLY=U1,U32 cargo bench --bench lock_throughput   # only these workloads
 //! LOCK_BENCH_ENGINE=valkey cargo bench --bench lock_throughput  # valkey-server 9.1 as the one server
 //! LOCK_BENCH_ONLY=held cargo bench --bench lock_throughput      # many leases held, see `held`
+//! LOCK_BENCH_ONLY=parked cargo bench --bench lock_throughput    # 1 000 parked waiters, see `parked`
 //! ```
 //!
 //! Measured as production runs: each redis-server the bench starts is pinned
@@ -28,7 +29,8 @@
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
 //! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
 //! through the attribute), CL-U32 (U32 on the cluster; the cluster starts
-//! only when CL-U32 is selected), and `held`, N leases held at once ([`held`]). Commands sent are counted in one more, smaller run
+//! only when CL-U32 is selected), `held`, N leases held at once ([`held`]), and
+//! `parked`, 1 000 waiters parked on one held key in 4 worker processes ([`parked`]). Commands sent are counted in one more, smaller run
 //! of each under MONITOR ([`monitor`]).
 //!
 //! The subjects take turns going first from round to round ([`measure`]);
@@ -53,6 +55,7 @@ mod cross_process;
 mod held;
 mod measure;
 mod monitor;
+mod parked;
 mod raw;
 mod redis_stats;
 mod report;
@@ -226,6 +229,10 @@ fn main() {
         cross_process::worker_main(&args[1..]);
         return;
     }
+    if args.first().map(String::as_str) == Some(parked::WORKER_ARG) {
+        parked::worker_main(&args[1..]);
+        return;
+    }
     let scale = if args.iter().any(|arg| arg == "--bench") {
         Scale(1)
     } else {
@@ -337,6 +344,9 @@ fn main() {
         print_command_time(TABLES, &results);
         if selected("held") {
             held::run(&url, scale).await;
+        }
+        if selected("parked") {
+            parked::run(&url, scale).await;
         }
     });
 }

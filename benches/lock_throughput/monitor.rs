@@ -13,6 +13,7 @@ use redis::aio::Monitor;
 use tokio::task::JoinHandle;
 
 use crate::measure::Workload;
+use crate::redis_stats::Admin;
 use crate::subjects::Side;
 use crate::workloads::Scale;
 
@@ -62,36 +63,64 @@ impl Accounting {
 /// every server of `side` monitored, and counts the commands.
 pub async fn account(workload: &Workload, side: &Side, scale: Scale) -> Accounting {
     let mut servers = side.servers.clone();
-    let marker = format!("bench-monitor-end-{}", std::process::id());
-    let mut monitors: Vec<JoinHandle<Accounting>> = Vec::new();
-    for url in servers.urls() {
-        // MONITOR is on once this returns: the server has answered it.
-        let monitor = redis::Client::open(url.as_str())
-            .expect("invalid Redis URL")
-            .get_async_monitor()
-            .await
-            .expect("MONITOR: cannot connect");
-        monitors.push(tokio::spawn(count_until(monitor, marker.clone())));
-    }
+    let monitoring = Monitoring::start(&servers).await;
     let timings = (workload.run)(side.clone(), Scale(scale.0 * SHRINK)).await;
-    servers.echo(&marker).await;
-    let mut total = Accounting {
+    Accounting {
         cycles: timings.cycles,
-        ..Accounting::default()
-    };
-    for monitor in monitors {
-        let counted = tokio::time::timeout(DRAIN_TIMEOUT, monitor)
-            .await
-            .expect("MONITOR log did not reach the end marker")
-            .expect("MONITOR task panicked");
-        for (name, calls) in counted.sent {
-            *total.sent.entry(name).or_default() += calls;
-        }
-        for (name, calls) in counted.in_scripts {
-            *total.in_scripts.entry(name).or_default() += calls;
-        }
+        ..monitoring.stop(&mut servers).await
     }
-    total
+}
+
+/// The commands every server of `servers` runs during `window`, counted
+/// under MONITOR (`cycles` is 0).
+pub async fn count_for(servers: &mut Admin, window: Duration) -> Accounting {
+    let monitoring = Monitoring::start(servers).await;
+    tokio::time::sleep(window).await;
+    monitoring.stop(servers).await
+}
+
+/// One MONITOR connection per server, each counting its log.
+struct Monitoring {
+    marker: String,
+    monitors: Vec<JoinHandle<Accounting>>,
+}
+
+impl Monitoring {
+    /// Turns MONITOR on for every server of `servers`: on once this returns.
+    async fn start(servers: &Admin) -> Monitoring {
+        let marker = format!("bench-monitor-end-{}", std::process::id());
+        let mut monitors = Vec::new();
+        for url in servers.urls() {
+            // MONITOR is on once this returns: the server has answered it.
+            let monitor = redis::Client::open(url.as_str())
+                .expect("invalid Redis URL")
+                .get_async_monitor()
+                .await
+                .expect("MONITOR: cannot connect");
+            monitors.push(tokio::spawn(count_until(monitor, marker.clone())));
+        }
+        Monitoring { marker, monitors }
+    }
+
+    /// Marks the end in every server's log and sums what was counted
+    /// until then.
+    async fn stop(self, servers: &mut Admin) -> Accounting {
+        servers.echo(&self.marker).await;
+        let mut total = Accounting::default();
+        for monitor in self.monitors {
+            let counted = tokio::time::timeout(DRAIN_TIMEOUT, monitor)
+                .await
+                .expect("MONITOR log did not reach the end marker")
+                .expect("MONITOR task panicked");
+            for (name, calls) in counted.sent {
+                *total.sent.entry(name).or_default() += calls;
+            }
+            for (name, calls) in counted.in_scripts {
+                *total.in_scripts.entry(name).or_default() += calls;
+            }
+        }
+        total
+    }
 }
 
 /// Counts the lines of `monitor` until the `ECHO marker` one.
