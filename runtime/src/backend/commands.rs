@@ -71,6 +71,28 @@ pub(super) async fn try_set(
     })
 }
 
+/// Runs `acquire_fenced.lua` once on one server: `SET key token NX PX ttl`
+/// (as [`try_set`], busy when held, but with the holder's remaining TTL)
+/// and, when it took the lock, the lock's next fencing token from the same
+/// call.
+pub(super) async fn try_set_fenced(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+) -> Result<(Attempt, Option<u64>), RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let (granted, value): (i64, i64) = run_script!(
+        scripts::ACQUIRE_FENCED,
+        connection,
+        keys [&key.lock, &key.fence],
+        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms)]
+    )?;
+    let attempt = attempt_from_reply(granted, value);
+    let fence = (attempt == Attempt::Acquired)
+        .then(|| u64::try_from(value).ok())
+        .flatten();
+    Ok((attempt, fence))
+}
+
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
 /// busy, it reports the holder's remaining TTL.
 pub(super) async fn acquire(
