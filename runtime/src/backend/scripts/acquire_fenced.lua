@@ -8,18 +8,19 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  retention of the counter in milliseconds, as in fence.lua
--- Returns {1, token} when the lock is ours now,
---         {1, -1} when it is ours but its token could not be issued (the
---            counter key holds another type): the lock stays taken, as a
---            SET's would, and the holder asks for the token on request,
---         {0, ms} when it is held: the holder's remaining TTL (-1: none).
+-- Returns one integer (a table reply costs Redis more to build and send):
+--   the token (at least 1) when the lock is ours now,
+--   0 when it is ours but its token could not be issued (the counter key
+--     holds another type): the lock stays taken, as a SET's would, and the
+--     holder asks for the token on request,
+--   -2 - ms when it is held: ms is the holder's remaining TTL (-1: none).
 -- A failed write of the counter is caught: Redis does not undo the SET of a
 -- script that fails after it, which would leave a lock nobody knows it has.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
+  return -2 - redis.call('PTTL', KEYS[1])
 end
 local issued, fence = pcall(issue_fence, KEYS[2], ARGV[3])
 if not issued then
-  return {1, -1}
+  return 0
 end
-return {1, fence}
+return fence
