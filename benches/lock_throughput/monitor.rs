@@ -31,8 +31,7 @@ const NOT_PER_CYCLE: &[&str] = &[
 /// Commands of one counted run, by lower-case name.
 #[derive(Debug, Default, Clone)]
 pub struct Accounting {
-    /// Sent by clients: each one a round trip, except where a client
-    /// pipelines (ours fenced sends its token request behind the SET).
+    /// Sent by clients: each one a round trip, unless a client pipelines.
     pub sent: BTreeMap<String, u64>,
     /// Run by scripts.
     pub in_scripts: BTreeMap<String, u64>,

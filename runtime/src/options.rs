@@ -154,17 +154,20 @@ impl LockOptions {
     /// Whether the fencing token comes with the lock (default `false`: it is
     /// issued on the first request, one more round trip then).
     ///
-    /// With `true` an uncontended acquisition sends the token's request right
-    /// behind its `SET NX PX` on the same connection, so both travel in one
-    /// round trip, and a waiter asks for the token as soon as it holds the
-    /// lock; [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)
+    /// With `true` an uncontended acquisition on one server (Redis,
+    /// Sentinel's primary, a Cluster's) is one script call that takes the
+    /// lock (`SET NX PX`) and issues its token; on Redlock, and with
+    /// `min_replicas`, the token's request goes out beside the attempt, so
+    /// both travel in one round trip. A waiter asks for the token as soon as
+    /// it holds the lock; [`LockGuard::fencing_token`](crate::LockGuard::fencing_token)
     /// then answers without a round trip. The token is the same as one asked
     /// for later: issued only to the holder, above every earlier holder's.
     /// Meant for code that writes to fenced storage under every lock: a lock
     /// whose token is never used would pay Redis a script call for nothing.
     /// Best effort: a token that could not be issued with the lock (a busy
-    /// lock's first attempt, a connection error) is asked for again on the
-    /// first request, and the acquisition itself never fails because of it.
+    /// lock's first attempt, a Redlock node's connection error, a counter key
+    /// of another type) is asked for again on the first request, and the
+    /// acquisition itself never fails because of it.
     pub fn fenced(mut self, fenced: bool) -> Self {
         self.fenced = fenced;
         self

@@ -7,8 +7,11 @@ use crate::support;
 use std::time::Duration;
 
 use leasehold::{fencing_token, LockError, LockManager, LockOptions};
-use leasehold_testkit::{poll_until, RedisServer, RespValue};
-use support::{acquire_after_restart, connect, fence_counter, redlock, FencedStore, StaleWrite};
+use leasehold_testkit::{poll_until, Engine, FaultProxy, RedisServer, RespValue};
+use support::{
+    acquire_after_restart, command_calls, connect, fence_counter, lock_value, long, poll_async,
+    redlock, FencedStore, Harness, StaleWrite, PROMPTLY,
+};
 
 /// Takes `key`, writes to `store` with its token, releases it; returns the token.
 async fn write_under_lock(
@@ -422,5 +425,175 @@ async fn fencing_tokens_fit_a_signed_64_bit_column() {
         assert!(i64::try_from(token).is_ok(), "{token}");
         assert!(token < 1 << 56, "{token}: microseconds, not near 2^63");
         guard.release().await.unwrap();
+    }
+}
+
+/// Script calls the server has answered, of every form.
+fn script_calls(server: &RedisServer) -> u64 {
+    ["evalsha", "eval"]
+        .iter()
+        .map(|command| command_calls(server, command))
+        .sum()
+}
+
+/// A `fenced` lock's first attempt takes the lock and issues its token in
+/// one script call: no plain `SET` beside it, no second script that reads
+/// the lock back to check it is ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_lock_and_its_token_come_from_one_script_call() {
+    for h in [Harness::redis().await, Harness::valkey().await] {
+        let server = h.server();
+        // Loads the script (a first EVALSHA answers NOSCRIPT).
+        let warm = h.a.acquire("doc:warm", long().fenced(true)).await.unwrap();
+        warm.release().await.unwrap();
+        let counts = |server: &RedisServer| {
+            ["set", "get", "time"].map(|command| command_calls(server, command))
+        };
+        let (scripts_before, [set, get, time]) = (script_calls(server), counts(server));
+        let guard = h.a.acquire("doc:one", long().fenced(true)).await.unwrap();
+        assert_eq!(script_calls(server) - scripts_before, 1, "one script call");
+        assert_eq!(
+            counts(server),
+            [set + 2, get, time + 1],
+            "SET NX PX of the lock and SET … GET of the counter, one TIME, no GET"
+        );
+        let token = guard.fencing_token().await.unwrap();
+        assert_eq!(fence_counter(server, "doc:one"), Some(token));
+        assert_eq!(
+            script_calls(server) - scripts_before,
+            1,
+            "token from the guard"
+        );
+        guard.release().await.unwrap();
+    }
+}
+
+/// A `fenced` attempt on a lock someone else holds gets no token and does
+/// not touch the counter, and says how long the holder has left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_attempt_on_a_held_lock_issues_no_token() {
+    for h in [Harness::redis().await, Harness::valkey().await] {
+        let holder = h.a.acquire("doc:held", long()).await.unwrap();
+        let fenced = long().fenced(true).wait(Duration::ZERO);
+        match h.b.acquire("doc:held", fenced.clone()).await {
+            Err(LockError::Busy {
+                remaining: Some(remaining),
+                ..
+            }) => assert!(remaining <= Duration::from_secs(30), "{remaining:?}"),
+            other => panic!("expected Busy with the holder's remaining TTL, got {other:?}"),
+        }
+        assert!(h.b.try_acquire("doc:held", fenced).await.unwrap().is_none());
+        assert_eq!(fence_counter(h.server(), "doc:held"), None, "no counter");
+        holder.release().await.unwrap();
+    }
+}
+
+/// A `fenced` lock whose token cannot be issued with it (its counter key
+/// holds a hash) is still taken, as `fenced` promises: the script catches
+/// the failed write (Redis would not undo its `SET`, leaving a lock nobody
+/// knows it has), and the token is asked for again on request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_lock_whose_token_cannot_be_issued_is_taken_and_asks_again_on_request() {
+    for h in [Harness::redis().await, Harness::valkey().await] {
+        let server = h.server();
+        server
+            .command(&["HSET", "lock-fence:doc:e", "not", "a counter"])
+            .unwrap();
+        let guard = h.a.acquire("doc:e", long().fenced(true)).await.unwrap();
+        assert!(
+            h.b.try_acquire("doc:e", long()).await.unwrap().is_none(),
+            "the lock is held"
+        );
+        let refused = guard.fencing_token().await;
+        assert!(matches!(refused, Err(LockError::Server(_))), "{refused:?}");
+        server.command(&["DEL", "lock-fence:doc:e"]).unwrap();
+        let token = guard.fencing_token().await.unwrap();
+        assert_eq!(fence_counter(server, "doc:e"), Some(token));
+        guard.release().await.unwrap();
+    }
+}
+
+/// Tokens issued with the lock rise past a stale counter brought back by a
+/// restart, as those issued on request do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
+    let mut server = RedisServer::start();
+    let locks = connect(&server.url()).await;
+    let fenced = || LockOptions::new().fenced(true);
+    let take = |locks: &LockManager| {
+        let locks = locks.clone();
+        async move {
+            let guard = locks.acquire("doc:fs", fenced()).await.unwrap();
+            let token = guard.fencing_token().await.unwrap();
+            guard.release().await.unwrap();
+            token
+        }
+    };
+    let t1 = take(&locks).await;
+    server.command(&["SAVE"]).unwrap();
+    let t2 = take(&locks).await;
+    assert!(t2 > t1);
+
+    server.restart_from_disk(); // kill -9, then load the old snapshot
+    assert_eq!(fence_counter(&server, "doc:fs"), Some(t1));
+    let after = acquire_after_restart(&locks, "doc:fs", fenced()).await;
+    let token = after.fencing_token().await.unwrap();
+    assert!(token > t2, "{token} after {t2}");
+    after.release().await.unwrap();
+}
+
+/// A counter ahead of the clock (set back, or written by another node):
+/// the token issued with the lock is one above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_token_is_one_above_a_counter_ahead_of_the_clock() {
+    for h in [Harness::redis().await, Harness::valkey().await] {
+        let server = h.server();
+        let ahead = 4_000_000_000_000_000_u64;
+        server
+            .command(&["SET", "lock-fence:doc:ahead", &ahead.to_string()])
+            .unwrap();
+        let guard = h.a.acquire("doc:ahead", long().fenced(true)).await.unwrap();
+        assert_eq!(guard.fencing_token().await.unwrap(), ahead + 1);
+        assert_eq!(fence_counter(server, "doc:ahead"), Some(ahead + 1));
+        guard.release().await.unwrap();
+    }
+}
+
+/// A `fenced` acquisition dropped while its script is on its way (sent,
+/// not answered) leaves no lock: the script takes the lock and issues a
+/// token on the server, and the dropped acquisition gives the lock back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_acquisition_dropped_while_its_script_is_in_flight_leaves_no_lock() {
+    for engine in [Engine::Redis, Engine::Valkey] {
+        let server = RedisServer::builder().engine(engine).start();
+        let proxy = FaultProxy::start(server.addr());
+        let locks = connect(&proxy.url()).await;
+        // Loads the script before the link slows down.
+        let warm = locks
+            .acquire("doc:warm", long().fenced(true))
+            .await
+            .unwrap();
+        warm.release().await.unwrap();
+        proxy.delay(Duration::from_millis(300));
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(100),
+            locks.acquire("doc:drop", long().fenced(true)),
+        )
+        .await;
+        assert!(dropped.is_err(), "{engine:?}: dropped while in flight");
+        assert!(
+            poll_async(PROMPTLY, || async {
+                fence_counter(&server, "doc:drop").is_some()
+            })
+            .await,
+            "{engine:?}: the script reached the server and issued a token"
+        );
+        assert!(
+            poll_async(PROMPTLY, || async {
+                lock_value(&server, "doc:drop") == RespValue::Nil
+            })
+            .await,
+            "{engine:?}: the lock the dropped acquisition took was given back"
+        );
     }
 }

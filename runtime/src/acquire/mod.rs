@@ -5,8 +5,10 @@
 //! ## Behavior
 //!
 //! - **First attempt.** One atomic step on the backend (`SET NX PX` or one
-//!   script). A fenced lock's token request rides behind it on the same
-//!   connection. Granted: the lease counts from when the attempt was sent.
+//!   script). On one server a fenced lock's first attempt is one script
+//!   that also issues its token; elsewhere the token request rides behind
+//!   the attempt on the same connection. Granted: the lease counts from
+//!   when the attempt was sent.
 //! - **Busy.** With no `wait`, the error is `Busy` with the holder's
 //!   remaining TTL when known. Otherwise the waiter subscribes to the key's
 //!   releases, then retries when a release wakes it or the blocking lease
@@ -492,31 +494,34 @@ impl<'a> Request<'a> {
         Ok((outcome?, sent))
     }
 
-    /// The first attempt of a fenced lock: the fencing token's request goes
-    /// out right behind the attempt, on the same connection, so both answers
-    /// come back in one round trip. The token (with when it was answered)
-    /// only if the attempt took the lock and the backend issued it to us.
+    /// The first attempt of a fenced lock, which also issues the lock's
+    /// fencing token when it takes it (one script call on a single server,
+    /// see [`Backend::try_lock_fenced`]). The token (with when it was
+    /// answered) only if the attempt took the lock and the backend issued it
+    /// to us. Undone if the caller goes away while it is in flight.
     async fn attempt_with_fence(
         &self,
     ) -> (
         Result<(Outcome, Instant), LockError>,
         Option<(u64, Instant)>,
     ) {
-        let fence = async {
-            let issued = self.backend.fence(self.claim()).await;
-            (issued, Instant::now())
+        let taking = Taking {
+            replicas: self.replicas,
+            queue_for: Duration::ZERO,
+            seq: 0,
         };
-        // The attempt settles as soon as its own answer is in, but the lock
-        // has no guard until both are: a caller that goes away while the
-        // token's answer is on its way must give the lock back too.
         let pending = PendingAcquire::new(self.backend, self.key, &self.token);
-        let (attempt, (issued, issued_at)) = tokio::join!(self.attempt(Duration::ZERO, 0), fence);
+        let sent = Instant::now();
+        let reply = self.backend.try_lock_fenced(self.claim(), taking).await;
+        let answered = Instant::now();
         pending.settled();
-        let fence = match (&attempt, issued) {
-            (Ok((Outcome::Granted { .. }, _)), Ok(Some(fence))) => Some((fence, issued_at)),
-            _ => None,
-        };
-        (attempt, fence)
+        match reply {
+            Ok((attempt, fence)) => (
+                Ok((Outcome::from(attempt), sent)),
+                fence.map(|fence| (fence, answered)),
+            ),
+            Err(err) => (Err(err), None),
+        }
     }
 
     /// Waits up to `wait` (from `started`) for the busy key: subscribes to

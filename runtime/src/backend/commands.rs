@@ -80,6 +80,36 @@ pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
     set
 }
 
+/// Runs `acquire_fenced.lua` once on one server: `SET key token NX PX ttl`
+/// (as [`try_set`], busy when held, but with the holder's remaining TTL)
+/// and, when it took the lock, the lock's next fencing token from the same
+/// call (`None` if it could not be issued).
+pub(super) async fn try_set_fenced(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+) -> Result<(Attempt, Option<u64>), RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let reply: i64 = run_script!(
+        scripts::ACQUIRE_FENCED,
+        connection,
+        keys [&key.lock, &key.fence],
+        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms)]
+    )?;
+    Ok(fenced_attempt_from_reply(reply))
+}
+
+/// Reads the one integer `acquire_fenced.lua` replies: a token (at least
+/// one) or 0 when granted; when busy, `-2 - ms`, where `ms` is the holder's
+/// remaining TTL (-1 for none).
+fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
+    if reply >= 0 {
+        let fence = u64::try_from(reply).ok().filter(|&fence| fence > 0);
+        return (Attempt::Acquired, fence);
+    }
+    let remaining = u64::try_from(-2 - reply).ok().map(Duration::from_millis);
+    (Attempt::Busy { remaining }, None)
+}
+
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
 /// busy, it reports the holder's remaining TTL.
 pub(super) async fn acquire(
@@ -151,4 +181,28 @@ pub(super) async fn renew(
     let renewed: i64 =
         run_script!(scripts::RENEW, connection, keys [&key.lock], args [token.as_str(), ttl_ms])?;
     Ok(renewed == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fenced_attempt_replies_read_as_token_grant_or_remaining_ttl() {
+        let busy = |ms: Option<u64>| Attempt::Busy {
+            remaining: ms.map(Duration::from_millis),
+        };
+        for (reply, read) in [
+            (
+                1_733_000_000_000_000,
+                (Attempt::Acquired, Some(1_733_000_000_000_000)),
+            ),
+            (0, (Attempt::Acquired, None)),
+            (-1, (busy(None), None)),
+            (-2, (busy(Some(0)), None)),
+            (-2 - 29_999, (busy(Some(29_999)), None)),
+        ] {
+            assert_eq!(fenced_attempt_from_reply(reply), read, "{reply}");
+        }
+    }
 }

@@ -80,7 +80,7 @@ pub(crate) struct Taking {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
     /// We hold the lock now (its fencing token is issued on request, see
-    /// [`Backend::fence`]).
+    /// [`Backend::fence`], or with the lock, see [`Backend::try_lock_fenced`]).
     Acquired,
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
@@ -207,6 +207,41 @@ impl Backend {
         dispatch!(self,
             server => server.renew(claim).await,
             memory => memory.renew(claim))
+    }
+
+    /// One attempt, as [`try_lock`](Self::try_lock), that also issues the
+    /// fencing token of the lock it takes (see [`fence`](Self::fence)): the
+    /// token only when granted and issued to this claim. On one server
+    /// (Redis, Sentinel's primary, a Cluster's) without `replicas`, one
+    /// script call takes the lock and issues its token. Elsewhere (Redlock,
+    /// in memory, a replicated acquisition) the token's request goes out
+    /// beside the attempt, so both answers come back in one round trip; a
+    /// request answered before the lock was taken gets no token (the lease
+    /// asks again on request), and one that failed is dropped.
+    pub(crate) async fn try_lock_fenced(
+        &self,
+        claim: Claim<'_>,
+        taking: Taking,
+    ) -> Result<(Attempt, Option<u64>), LockError> {
+        let in_one_call = taking.replicas.is_none();
+        match self {
+            Backend::Redis(server) if in_one_call => server.try_lock_fenced(claim).await,
+            Backend::Sentinel(sentinel) if in_one_call => {
+                sentinel
+                    .on_primary(async |server: &RedisBackend| server.try_lock_fenced(claim).await)
+                    .await
+            }
+            _ => {
+                let (attempt, fence) =
+                    tokio::join!(self.try_lock(claim, taking), self.fence(claim));
+                let attempt = attempt?;
+                let fence = match (attempt, fence) {
+                    (Attempt::Acquired, Ok(fence)) => fence,
+                    _ => None,
+                };
+                Ok((attempt, fence))
+            }
+        }
     }
 
     /// The next fencing token of `key`, issued only if `token` holds it:

@@ -21,6 +21,7 @@ use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedSta
 use super::batch::{renew_each, Renewal};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
+    try_set_fenced,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::native::{self, Native, NativeCommands};
@@ -123,6 +124,18 @@ impl RedisBackend {
         } else {
             acquire(connection, claim, queue_for, seq).await
         };
+        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
+    }
+
+    /// One attempt that also issues the fencing token of the lock it takes,
+    /// in one script call (`acquire_fenced.lua`): the token when granted and
+    /// issued. An attempt whose answer was lost is undone in the background,
+    /// as [`try_lock`](Self::try_lock)'s.
+    pub(crate) async fn try_lock_fenced(
+        &self,
+        claim: Claim<'_>,
+    ) -> Result<(Attempt, Option<u64>), LockError> {
+        let reply = try_set_fenced(&mut self.commands.clone(), claim).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 

@@ -114,8 +114,22 @@ pub(crate) static SEMAPHORE_FORCE_RELEASE: Lazy<Publishing> =
 pub(crate) static RW_FORCE_RELEASE: Lazy<Publishing> =
     Lazy::new(|| Publishing::new(include_str!("rw_force_release.lua"), true));
 /// A fencing token above every earlier one of the key, also after a restart
-/// from stale data, for the current holder only; see `fence.lua`.
-pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("fence.lua")));
+/// from stale data, for the current holder only; see `fence.lua` and
+/// `fence_issue.lua`.
+pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| {
+    with_prelude(&[include_str!("fence_issue.lua"), include_str!("fence.lua")].concat())
+});
+/// `SET NX PX` and, when it takes the lock, its fencing token, in one call;
+/// see `acquire_fenced.lua`. Without the prelude: it needs none of it.
+pub(crate) static ACQUIRE_FENCED: Lazy<Script> = Lazy::new(|| {
+    Script::new(
+        &[
+            include_str!("fence_issue.lua"),
+            include_str!("acquire_fenced.lua"),
+        ]
+        .concat(),
+    )
+});
 /// Compare-and-PEXPIRE; see `renew.lua`.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see
