@@ -105,8 +105,10 @@ impl MetricLabel {
         MetricLabel { lock, kind }
     }
 
-    fn value(&self) -> String {
-        self.lock.to_string()
+    /// The `lock` label's value, shared rather than copied: a renewal
+    /// counts one per lease and second.
+    fn value(&self) -> Arc<str> {
+        Arc::clone(&self.lock)
     }
 
     /// The `kind` label: `lock`, `read`, `write` or `permit`.
