@@ -218,24 +218,46 @@ impl RenewalTimer {
     }
 
     fn schedule(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
-        let at = gathered(at, watchdog.period());
-        let (slot, wake, start_timer) = {
+        self.schedule_all(&[(watchdog, at)]);
+    }
+
+    /// Schedules each watchdog's next cycle at its instant, with one lock
+    /// of the timer's schedule for all of them: a batch's answer schedules
+    /// up to a few hundred.
+    fn schedule_all(self: &Arc<Self>, due: &[(&Arc<Watchdog>, Instant)]) {
+        let mut slots = Vec::with_capacity(due.len());
+        let (wake, start_timer) = {
             let mut schedule = locked(&self.schedule);
-            schedule.next_id += 1;
-            let slot = (at, schedule.next_id);
-            schedule.due.insert(slot, Arc::clone(watchdog));
+            let mut earliest = None::<Instant>;
+            for &(watchdog, at) in due {
+                let at = gathered(at, watchdog.period());
+                schedule.next_id += 1;
+                let slot = (at, schedule.next_id);
+                schedule.due.insert(slot, Arc::clone(watchdog));
+                slots.push(slot);
+                earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
+            }
             let start_timer = !schedule.timer_running;
             schedule.timer_running = true;
-            let wake = !start_timer && schedule.timer_wakes_at.is_none_or(|wakes| at < wakes);
-            (slot, wake, start_timer)
+            let wake = !start_timer
+                && earliest.is_some_and(|at| schedule.timer_wakes_at.is_none_or(|wakes| at < wakes));
+            (wake, start_timer)
         };
-        let stopped = {
-            let mut state = locked(&watchdog.state);
-            state.slot = Some(slot);
-            state.stopped
-        };
-        if stopped {
-            locked(&self.schedule).due.remove(&slot);
+        let stopped: Vec<(Instant, u64)> = due
+            .iter()
+            .zip(slots)
+            .filter(|((watchdog, _), slot)| {
+                let mut state = locked(&watchdog.state);
+                state.slot = Some(*slot);
+                state.stopped
+            })
+            .map(|(_, slot)| slot)
+            .collect();
+        if !stopped.is_empty() {
+            let mut schedule = locked(&self.schedule);
+            for slot in &stopped {
+                schedule.due.remove(slot);
+            }
         }
         if start_timer {
             self.start_timer();
@@ -377,7 +399,7 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
     }
     for (watchdog, cycle) in watchdogs.iter().zip(&cycles) {
         if cycle.pending == 0 {
-            watchdog.finish(None);
+            watchdog.finish();
         }
     }
     due.sort_unstable_by_key(|lease| lease.valid_until);
@@ -411,6 +433,7 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
             Some(Err(err)) => batch.iter().map(|_| Answer::Failed(err)).collect(),
             None => batch.iter().map(|_| Answer::Unanswered).collect(),
         };
+        let mut next_cycles = Vec::new();
         for (&index, answer) in batch.iter().zip(answers) {
             let Due {
                 watchdog,
@@ -424,9 +447,13 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
                 (earlier, next) => earlier.or(next),
             };
             cycle.pending -= 1;
-            if cycle.pending == 0 {
-                watchdogs[watchdog].finish(cycle.next);
+            if cycle.pending == 0 && watchdogs[watchdog].finish() {
+                next_cycles.extend(cycle.next.map(|at| (&watchdogs[watchdog], at)));
             }
+        }
+        let timer = next_cycles.first().and_then(|(first, _)| first.timer.upgrade());
+        if let Some(timer) = timer {
+            timer.schedule_all(&next_cycles);
         }
     }
 }
@@ -532,15 +559,11 @@ impl Watchdog {
         true
     }
 
-    /// Ends the renewal in flight and schedules the next cycle at `next`,
-    /// if any and while a lease is still held.
-    fn finish(self: &Arc<Self>, next: Option<Instant>) {
+    /// Ends the renewal in flight: whether a lease is still held, so that
+    /// its next cycle is to be scheduled.
+    fn finish(&self) -> bool {
         locked(&self.state).in_flight = false;
-        if let (Some(next), Some(timer)) = (next, self.timer.upgrade()) {
-            if self.leases.iter().any(|lease| lease.is_held()) {
-                timer.schedule(self, next);
-            }
-        }
+        self.leases.iter().any(|lease| lease.is_held())
     }
 
     /// Applies the `answer` to the renewal of `lease` (valid until
@@ -555,8 +578,9 @@ impl Watchdog {
         sent: Instant,
         answer: Answer<'_>,
     ) -> Option<Instant> {
+        let now = Instant::now();
         let next = match answer {
-            Answer::Told(Renewal::Renewed) if lease.extend(sent + lease::validity(self.ttl)) => {
+            Answer::Told(Renewal::Renewed) if lease.extend(sent + lease::validity(self.ttl), now) => {
                 lease.label.renewal("ok");
                 tracing::trace!(key = %lease.key.user, "lease renewed");
                 Some(sent + self.period())
@@ -570,24 +594,25 @@ impl Watchdog {
             Answer::Told(Renewal::Unknown) => {
                 lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
-                Some(self.retry(valid_until))
+                Some(self.retry(valid_until, now))
             }
             Answer::Failed(err) => {
                 lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
-                Some(self.retry(valid_until))
+                Some(self.retry(valid_until, now))
             }
-            Answer::Unanswered => Some(Instant::now()),
+            Answer::Unanswered => Some(now),
         };
-        if valid_until <= Instant::now() && !lease.is_renewed_past(valid_until) {
+        if valid_until <= now && !lease.is_renewed_past(valid_until) {
             lease.report_lost(NOT_RENEWED_IN_TIME);
         }
         next
     }
 
-    /// When to retry a failed renewal of a lease valid until `valid_until`.
-    fn retry(&self, valid_until: Instant) -> Instant {
-        let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
+    /// When to retry, from `now`, a failed renewal of a lease valid until
+    /// `valid_until`.
+    fn retry(&self, valid_until: Instant, now: Instant) -> Instant {
+        let retry = now + (self.period() / 4).max(MIN_PERIOD);
         retry.min(valid_until)
     }
 }
@@ -615,16 +640,25 @@ impl WatchedLease {
             .is_some_and(|now_valid| now_valid > valid_until)
     }
 
-    /// Extends the validity to `renewed_until` unless it has ended already
+    /// Extends the validity to `renewed_until` unless it has ended by `now`
     /// (a late renewal cannot revive a lost lease). Whether it was extended.
-    fn extend(&self, renewed_until: Instant) -> bool {
-        self.status.send_if_modified(|status| match status {
-            LeaseStatus::Held { valid_until } if *valid_until > Instant::now() => {
-                *valid_until = renewed_until;
-                true
+    ///
+    /// Silently: nobody waiting on the status is woken by a renewal (with
+    /// one per lease and second, the wake-ups cost more than the rest of
+    /// the renewal). The one who waits, `Lease::lost`, wakes at the validity
+    /// it read, finds the later one and waits again; a loss is always sent.
+    fn extend(&self, renewed_until: Instant, now: Instant) -> bool {
+        let mut extended = false;
+        self.status.send_if_modified(|status| {
+            if let LeaseStatus::Held { valid_until } = status {
+                if *valid_until > now {
+                    *valid_until = renewed_until;
+                    extended = true;
+                }
             }
-            _ => false,
-        })
+            false
+        });
+        extended
     }
 
     fn report_lost(&self, why: &str) {
