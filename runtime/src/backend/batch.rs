@@ -54,20 +54,23 @@ impl Backend {
     /// whole call), and on Redis Cluster all of one hash tag. Every claim is
     /// in exactly one batch, in the order given within it.
     pub(crate) fn renewal_batches(&self, claims: &[Claim<'_>]) -> Vec<Vec<usize>> {
-        let tagged = self.needs_hash_tags();
-        let mut groups: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
-        for (index, claim) in claims.iter().enumerate() {
-            let tag = if tagged { hash_tag(&claim.key.lock) } else { "" };
-            groups.entry((tag, claim.ttl_ms)).or_default().push(index);
-        }
+        let groups: Vec<Vec<usize>> = if self.needs_hash_tags() {
+            let mut by_tag: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
+            for (index, claim) in claims.iter().enumerate() {
+                let tag = hash_tag(&claim.key.lock);
+                by_tag.entry((tag, claim.ttl_ms)).or_default().push(index);
+            }
+            by_tag.into_values().collect()
+        } else {
+            let mut by_ttl: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (index, claim) in claims.iter().enumerate() {
+                by_ttl.entry(claim.ttl_ms).or_default().push(index);
+            }
+            by_ttl.into_values().collect()
+        };
         groups
-            .into_values()
-            .flat_map(|group| {
-                group
-                    .chunks(MOST_PER_CALL)
-                    .map(<[usize]>::to_vec)
-                    .collect::<Vec<_>>()
-            })
+            .iter()
+            .flat_map(|group| group.chunks(MOST_PER_CALL).map(<[usize]>::to_vec))
             .collect()
     }
 
@@ -139,9 +142,7 @@ pub(super) async fn renew_each(
         .map(|claim| leased_name(claim).len() + claim.token.as_str().len())
         .sum();
     let mut call = Cmd::with_capacity(2 * claims.len() + 5, names + 96);
-    call.arg("EVALSHA")
-        .arg(script.get_hash())
-        .arg(claims.len());
+    call.arg("EVALSHA").arg(script.get_hash()).arg(claims.len());
     for claim in plain_first(claims) {
         call.arg(leased_name(claim));
     }
