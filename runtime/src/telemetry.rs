@@ -175,9 +175,10 @@ impl MetricLabel {
         }
     }
 
-    /// Counts one renewal: `ok`, `failed` (will be retried) or `refused`.
-    pub(crate) fn renewal(&self, outcome: &'static str) {
-        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);
+    /// Counts `count` renewals of one outcome: `ok`, `failed` (will be
+    /// retried) or `refused`.
+    pub(crate) fn renewals(&self, outcome: &'static str, count: u64) {
+        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(count);
     }
 
     /// Counts a lock a release handed to a waiter of this process.

@@ -240,7 +240,8 @@ impl RenewalTimer {
             let start_timer = !schedule.timer_running;
             schedule.timer_running = true;
             let wake = !start_timer
-                && earliest.is_some_and(|at| schedule.timer_wakes_at.is_none_or(|wakes| at < wakes));
+                && earliest
+                    .is_some_and(|at| schedule.timer_wakes_at.is_none_or(|wakes| at < wakes));
             (wake, start_timer)
         };
         let stopped: Vec<(Instant, u64)> = due
@@ -434,13 +435,17 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
             None => batch.iter().map(|_| Answer::Unanswered).collect(),
         };
         let mut next_cycles = Vec::new();
+        let mut tally = Tally::default();
         for (&index, answer) in batch.iter().zip(answers) {
             let Due {
                 watchdog,
                 lease,
                 valid_until,
             } = due[index];
-            let next = watchdogs[watchdog].settle(lease, valid_until, sent, answer);
+            let (next, outcome) = watchdogs[watchdog].settle(lease, valid_until, sent, answer);
+            if let Some(outcome) = outcome {
+                tally.count(&lease.label, outcome);
+            }
             let cycle = &mut cycles[watchdog];
             cycle.next = match (cycle.next, next) {
                 (Some(earlier), Some(next)) => Some(earlier.min(next)),
@@ -451,9 +456,42 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
                 next_cycles.extend(cycle.next.map(|at| (&watchdogs[watchdog], at)));
             }
         }
-        let timer = next_cycles.first().and_then(|(first, _)| first.timer.upgrade());
+        tally.flush();
+        let timer = next_cycles
+            .first()
+            .and_then(|(first, _)| first.timer.upgrade());
         if let Some(timer) = timer {
             timer.schedule_all(&next_cycles);
+        }
+    }
+}
+
+/// Renewal outcomes counted in runs of one label and one outcome: the
+/// leases of a batch mostly share both, so a batch costs the metrics a
+/// few updates rather than one per lease.
+#[derive(Default)]
+struct Tally<'a> {
+    run: Option<(&'a MetricLabel, &'static str, u64)>,
+}
+
+impl<'a> Tally<'a> {
+    fn count(&mut self, label: &'a MetricLabel, outcome: &'static str) {
+        match &mut self.run {
+            Some((run_label, run_outcome, count))
+                if *run_outcome == outcome && *run_label == label =>
+            {
+                *count += 1;
+            }
+            _ => {
+                self.flush();
+                self.run = Some((label, outcome, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((label, outcome, count)) = self.run.take() {
+            label.renewals(outcome, count);
         }
     }
 }
@@ -570,43 +608,42 @@ impl Watchdog {
     /// `valid_until` when it was `sent`): extends it, reports it lost, or
     /// says when to retry (never past its validity; at once when its batch
     /// went unanswered). Also reports it lost when its validity has ended
-    /// with no renewal granted. Returns when it is due next.
+    /// with no renewal granted. Returns when it is due next, and the
+    /// renewal's outcome for the metrics (none when nothing was learned).
     fn settle(
         &self,
         lease: &WatchedLease,
         valid_until: Instant,
         sent: Instant,
         answer: Answer<'_>,
-    ) -> Option<Instant> {
+    ) -> (Option<Instant>, Option<&'static str>) {
         let now = Instant::now();
-        let next = match answer {
-            Answer::Told(Renewal::Renewed) if lease.extend(sent + lease::validity(self.ttl), now) => {
-                lease.label.renewal("ok");
+        let settled = match answer {
+            Answer::Told(Renewal::Renewed)
+                if lease.extend(sent + lease::validity(self.ttl), now) =>
+            {
                 tracing::trace!(key = %lease.key.user, "lease renewed");
-                Some(sent + self.period())
+                (Some(sent + self.period()), Some("ok"))
             }
-            Answer::Told(Renewal::Renewed) => None,
+            Answer::Told(Renewal::Renewed) => (None, None),
             Answer::Told(Renewal::Refused) => {
-                lease.label.renewal("refused");
                 lease.report_lost("the lock expired or was taken over by another owner");
-                None
+                (None, Some("refused"))
             }
             Answer::Told(Renewal::Unknown) => {
-                lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
-                Some(self.retry(valid_until, now))
+                (Some(self.retry(valid_until, now)), Some("failed"))
             }
             Answer::Failed(err) => {
-                lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
-                Some(self.retry(valid_until, now))
+                (Some(self.retry(valid_until, now)), Some("failed"))
             }
-            Answer::Unanswered => Some(now),
+            Answer::Unanswered => (Some(now), None),
         };
         if valid_until <= now && !lease.is_renewed_past(valid_until) {
             lease.report_lost(NOT_RENEWED_IN_TIME);
         }
-        next
+        settled
     }
 
     /// When to retry, from `now`, a failed renewal of a lease valid until
