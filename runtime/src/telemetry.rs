@@ -20,7 +20,7 @@
 //! | `leasehold_waiters` | gauge | tasks of this process waiting for a lock now |
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use tracing::Instrument;
@@ -79,6 +79,11 @@ pub fn describe_metrics() {
     describe_gauge!(WAITERS, "Tasks of this process waiting for a lock now");
 }
 
+/// The `lock` label of an acquisition with neither a key template nor a
+/// label: one string shared by all of them, so that [`MetricLabel::same`]
+/// finds them alike without comparing bytes.
+static UNLABELLED: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("unlabelled"));
+
 /// The `lock` and `kind` labels of an acquisition's metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MetricLabel {
@@ -95,7 +100,7 @@ impl MetricLabel {
             .as_ref()
             .or(options.label.as_ref())
             .cloned()
-            .unwrap_or_else(|| Arc::from("unlabelled"));
+            .unwrap_or_else(|| Arc::clone(&UNLABELLED));
         let kind = match kind {
             KeyKind::Lock => "lock",
             KeyKind::Semaphore => "permit",
@@ -109,6 +114,13 @@ impl MetricLabel {
     /// counts one per lease and second.
     fn value(&self) -> Arc<str> {
         Arc::clone(&self.lock)
+    }
+
+    /// Whether `other` is known, without comparing bytes, to carry the same
+    /// labels: it shares this label's string (labels cloned from one set
+    /// of options, or both unlabelled) and kind.
+    pub(crate) fn same(&self, other: &MetricLabel) -> bool {
+        Arc::ptr_eq(&self.lock, &other.lock) && std::ptr::eq(self.kind, other.kind)
     }
 
     /// The `kind` label: `lock`, `read`, `write` or `permit`.

@@ -150,7 +150,7 @@ pub(super) async fn renew_each(
     for claim in plain_first(claims) {
         call.arg(claim.token.as_str());
     }
-    let answers: Vec<i64> = match call.query_async(connection).await {
+    let answers: Vec<u8> = match call.query_async(connection).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             script.load_async(connection).await?;
             call.query_async(connection).await?
@@ -173,7 +173,7 @@ pub(super) async fn renew_each(
             } else {
                 member_answers.next()
             };
-            answer == Some(&1)
+            answer == Some(&b'1')
         })
         .collect())
 }

@@ -468,7 +468,9 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
 
 /// Renewal outcomes counted in runs of one label and one outcome: the
 /// leases of a batch mostly share both, so a batch costs the metrics a
-/// few updates rather than one per lease.
+/// few updates rather than one per lease. Runs are told apart by pointer
+/// (see [`MetricLabel::same`]): at worst a run ends early, and the totals
+/// are the same.
 #[derive(Default)]
 struct Tally<'a> {
     run: Option<(&'a MetricLabel, &'static str, u64)>,
@@ -478,7 +480,7 @@ impl<'a> Tally<'a> {
     fn count(&mut self, label: &'a MetricLabel, outcome: &'static str) {
         match &mut self.run {
             Some((run_label, run_outcome, count))
-                if *run_outcome == outcome && *run_label == label =>
+                if std::ptr::eq(*run_outcome, outcome) && run_label.same(label) =>
             {
                 *count += 1;
             }

@@ -9,28 +9,29 @@
 -- ARGV[1]       the new lease of every one, in milliseconds
 -- ARGV[2]       n, how many of KEYS are plain leases
 -- ARGV[2+i]     the owner token of the lease at KEYS[i]
--- Returns one integer per key, in order: 1 when extended, 0 when it is gone
--- or someone else's.
+-- Returns one character per key, in order, as one string: '1' when extended,
+-- '0' when it is gone or someone else's (one reply to build and parse, not
+-- one integer per lease).
 local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
 local renewed = {}
 for i = 1, plain do
   local key, token = KEYS[i], ARGV[2 + i]
   local value = redis.call('GET', key)
-  if value == token or holder_of(value) == token then
-    renewed[i] = redis.call('PEXPIRE', key, ttl_ms)
-  else
-    renewed[i] = 0
+  renewed[i] = '0'
+  if (value == token or holder_of(value) == token)
+      and redis.call('PEXPIRE', key, ttl_ms) == 1 then
+    renewed[i] = '1'
   end
 end
 for i = plain + 1, #KEYS do
   local key, token = KEYS[i], ARGV[2 + i]
   local now_ms = drop_expired_permits(key)
-  renewed[i] = 0
+  renewed[i] = '0'
   if redis.call('ZSCORE', key, token) then
     redis.call('ZADD', key, 'XX',
       string.format('%.0f', now_ms + tonumber(ttl_ms)), token)
     expire_with_last_permit(key)
-    renewed[i] = 1
+    renewed[i] = '1'
   end
 end
-return renewed
+return table.concat(renewed)
