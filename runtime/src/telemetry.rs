@@ -20,11 +20,9 @@
 //! | `leasehold_waiters` | gauge | tasks of this process waiting for a lock now |
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use metrics::SharedString;
-use once_cell::sync::Lazy;
 use tracing::Instrument;
 
 use crate::keys::KeyKind;
@@ -81,6 +79,11 @@ pub fn describe_metrics() {
     describe_gauge!(WAITERS, "Tasks of this process waiting for a lock now");
 }
 
+/// The `lock` label of an acquisition with neither a key template nor a
+/// label: one string shared by all of them, so that [`MetricLabel::same`]
+/// finds them alike without comparing bytes.
+static UNLABELLED: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("unlabelled"));
+
 /// The `lock` and `kind` labels of an acquisition's metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MetricLabel {
@@ -92,13 +95,12 @@ impl MetricLabel {
     /// `lock`: the options' key template if known, else their label, else
     /// `unlabelled`; `kind`: what a key of `kind` holds.
     pub(crate) fn new(options: &LockOptions, kind: KeyKind) -> Self {
-        static UNLABELLED: Lazy<Arc<str>> = Lazy::new(|| Arc::from("unlabelled"));
         let lock = options
             .template
             .as_ref()
             .or(options.label.as_ref())
-            .unwrap_or(&UNLABELLED)
-            .clone();
+            .cloned()
+            .unwrap_or_else(|| Arc::clone(&UNLABELLED));
         let kind = match kind {
             KeyKind::Lock => "lock",
             KeyKind::Semaphore => "permit",
@@ -108,9 +110,17 @@ impl MetricLabel {
         MetricLabel { lock, kind }
     }
 
-    /// The `lock` label's value, shared with this label (no copy).
-    fn value(&self) -> SharedString {
-        SharedString::from_shared(Arc::clone(&self.lock))
+    /// The `lock` label's value, shared rather than copied: a renewal
+    /// counts one per lease and second.
+    fn value(&self) -> Arc<str> {
+        Arc::clone(&self.lock)
+    }
+
+    /// Whether `other` is known, without comparing bytes, to carry the same
+    /// labels: it shares this label's string (labels cloned from one set
+    /// of options, or both unlabelled) and kind.
+    pub(crate) fn same(&self, other: &MetricLabel) -> bool {
+        Arc::ptr_eq(&self.lock, &other.lock) && std::ptr::eq(self.kind, other.kind)
     }
 
     /// The `kind` label: `lock`, `read`, `write` or `permit`.
@@ -177,9 +187,10 @@ impl MetricLabel {
         }
     }
 
-    /// Counts one renewal: `ok`, `failed` (will be retried) or `refused`.
-    pub(crate) fn renewal(&self, outcome: &'static str) {
-        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);
+    /// Counts `count` renewals of one outcome: `ok`, `failed` (will be
+    /// retried) or `refused`.
+    pub(crate) fn renewals(&self, outcome: &'static str, count: u64) {
+        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(count);
     }
 
     /// Counts a lock a release handed to a waiter of this process.

@@ -17,6 +17,7 @@ mod acl;
 mod batch_renewal;
 mod cancellation;
 mod cluster;
+mod cluster_batches;
 mod computed_settings;
 mod conformance;
 mod conformance_mutex;

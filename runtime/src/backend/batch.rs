@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use redis::aio::ConnectionLike;
-use redis::{ErrorKind, RedisError};
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 
 use super::scripts;
 use super::{Backend, Claim, RedisBackend};
@@ -50,30 +50,27 @@ impl Renewal {
 
 impl Backend {
     /// `claims` split into batches, as indices into `claims`: each batch at
-    /// most [`MOST_PER_CALL`] leases, and on Redis Cluster all of one hash
-    /// tag. Every claim is in exactly one batch, in the order given within
-    /// it.
+    /// most [`MOST_PER_CALL`] leases of one length (one ttl goes with the
+    /// whole call), and on Redis Cluster all of one hash tag. Every claim is
+    /// in exactly one batch, in the order given within it.
     pub(crate) fn renewal_batches(&self, claims: &[Claim<'_>]) -> Vec<Vec<usize>> {
-        let indices = 0..claims.len();
-        if !self.needs_hash_tags() {
-            let all: Vec<usize> = indices.collect();
-            return all.chunks(MOST_PER_CALL).map(<[usize]>::to_vec).collect();
-        }
-        let mut by_tag: HashMap<&str, Vec<usize>> = HashMap::new();
-        for index in indices {
-            by_tag
-                .entry(hash_tag(&claims[index].key.lock))
-                .or_default()
-                .push(index);
-        }
-        by_tag
-            .into_values()
-            .flat_map(|tagged| {
-                tagged
-                    .chunks(MOST_PER_CALL)
-                    .map(<[usize]>::to_vec)
-                    .collect::<Vec<_>>()
-            })
+        let groups: Vec<Vec<usize>> = if self.needs_hash_tags() {
+            let mut by_tag: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
+            for (index, claim) in claims.iter().enumerate() {
+                let tag = hash_tag(&claim.key.lock);
+                by_tag.entry((tag, claim.ttl_ms)).or_default().push(index);
+            }
+            by_tag.into_values().collect()
+        } else {
+            let mut by_ttl: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (index, claim) in claims.iter().enumerate() {
+                by_ttl.entry(claim.ttl_ms).or_default().push(index);
+            }
+            by_ttl.into_values().collect()
+        };
+        groups
+            .iter()
+            .flat_map(|group| group.chunks(MOST_PER_CALL).map(<[usize]>::to_vec))
             .collect()
     }
 
@@ -99,34 +96,86 @@ fn hash_tag(name: &str) -> &str {
     }
 }
 
-/// Runs `renew_batch.lua` once on one server: for each claim, in order,
-/// whether its lease was still ours there and is now extended.
+/// Whether a lease is a plain key (a lock's or a writer's) rather than a
+/// member of a lease set (a semaphore's permit or a read lease).
+fn is_plain(claim: &Claim<'_>) -> bool {
+    matches!(claim.key.kind, KeyKind::Lock | KeyKind::Write)
+}
+
+/// The key a lease lives at: its own, or its lease set.
+fn leased_name<'a>(claim: &Claim<'a>) -> &'a str {
+    match claim.key.kind {
+        KeyKind::Lock | KeyKind::Write | KeyKind::Semaphore => &claim.key.lock,
+        KeyKind::Read => &claim.key.readers,
+    }
+}
+
+/// The claims in the order `renew_batch.lua` takes them: plain leases
+/// first, then members of lease sets, each in the order given.
+fn plain_first<'c, 'a>(claims: &'c [Claim<'a>]) -> impl Iterator<Item = &'c Claim<'a>> {
+    let members = claims.iter().filter(|claim| !is_plain(claim));
+    claims.iter().filter(|claim| is_plain(claim)).chain(members)
+}
+
+/// Runs `renew_batch.lua` once on one server for claims of one ttl: for
+/// each claim, in order, whether its lease was still ours there and is
+/// now extended. The call is written straight into one command buffer (no
+/// allocation per argument), and the script loaded when the server does
+/// not know it yet.
 pub(super) async fn renew_each(
     connection: &mut (impl ConnectionLike + Send),
     claims: &[Claim<'_>],
 ) -> Result<Vec<bool>, RedisError> {
-    let mut invocation = scripts::RENEW_BATCH.prepare_invoke();
-    for claim in claims {
-        let Claim { key, token, ttl_ms } = *claim;
-        let (name, kind) = match key.kind {
-            KeyKind::Lock | KeyKind::Write => (&key.lock, "k"),
-            KeyKind::Semaphore => (&key.lock, "m"),
-            KeyKind::Read => (&key.readers, "m"),
-        };
-        invocation
-            .key(name)
-            .arg(token.as_str())
-            .arg(ttl_ms)
-            .arg(kind);
+    let Some(first) = claims.first() else {
+        return Ok(Vec::new());
+    };
+    if claims.iter().any(|claim| claim.ttl_ms != first.ttl_ms) {
+        return Err(RedisError::from((
+            ErrorKind::Client,
+            "a batch of renewals mixed lease lengths; renew_batch.lua takes one",
+        )));
     }
-    let renewed: Vec<i64> = invocation.invoke_async(connection).await?;
-    if renewed.len() != claims.len() {
+    let plain = claims.iter().filter(|claim| is_plain(claim)).count();
+    let script = &*scripts::RENEW_BATCH;
+    let names: usize = claims
+        .iter()
+        .map(|claim| leased_name(claim).len() + claim.token.as_str().len())
+        .sum();
+    let mut call = Cmd::with_capacity(2 * claims.len() + 5, names + 96);
+    call.arg("EVALSHA").arg(script.get_hash()).arg(claims.len());
+    for claim in plain_first(claims) {
+        call.arg(leased_name(claim));
+    }
+    call.arg(first.ttl_ms).arg(plain);
+    for claim in plain_first(claims) {
+        call.arg(claim.token.as_str());
+    }
+    let answers: Vec<u8> = match call.query_async(connection).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(connection).await?;
+            call.query_async(connection).await?
+        }
+        answered => answered?,
+    };
+    if answers.len() != claims.len() {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,
             "renew_batch.lua answered for a different number of leases than it was sent",
         )));
     }
-    Ok(renewed.into_iter().map(|renewed| renewed == 1).collect())
+    let (plain_answers, member_answers) = answers.split_at(plain);
+    let (mut plain_answers, mut member_answers) = (plain_answers.iter(), member_answers.iter());
+    Ok(claims
+        .iter()
+        .map(|claim| {
+            let answer = if is_plain(claim) {
+                plain_answers.next()
+            } else {
+                member_answers.next()
+            };
+            answer == Some(&b'1')
+        })
+        .collect())
 }
 
 #[cfg(test)]

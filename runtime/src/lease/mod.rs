@@ -285,6 +285,8 @@ impl Lease {
             tokio::select! {
                 // The sender lives in `self`, so `changed` cannot fail here.
                 _ = status.changed() => {}
+                // A renewal moves the validity without waking us (see
+                // `watchdog`): at the old one the loop reads the new one.
                 () = tokio::time::sleep_until(valid_until.into()) => {}
             }
         }

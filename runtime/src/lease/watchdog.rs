@@ -218,24 +218,47 @@ impl RenewalTimer {
     }
 
     fn schedule(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
-        let at = gathered(at, watchdog.period());
-        let (slot, wake, start_timer) = {
+        self.schedule_all(&[(watchdog, at)]);
+    }
+
+    /// Schedules each watchdog's next cycle at its instant, with one lock
+    /// of the timer's schedule for all of them: a batch's answer schedules
+    /// up to a few hundred.
+    fn schedule_all(self: &Arc<Self>, due: &[(&Arc<Watchdog>, Instant)]) {
+        let mut slots = Vec::with_capacity(due.len());
+        let (wake, start_timer) = {
             let mut schedule = locked(&self.schedule);
-            schedule.next_id += 1;
-            let slot = (at, schedule.next_id);
-            schedule.due.insert(slot, Arc::clone(watchdog));
+            let mut earliest = None::<Instant>;
+            for &(watchdog, at) in due {
+                let at = gathered(at, watchdog.period());
+                schedule.next_id += 1;
+                let slot = (at, schedule.next_id);
+                schedule.due.insert(slot, Arc::clone(watchdog));
+                slots.push(slot);
+                earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
+            }
             let start_timer = !schedule.timer_running;
             schedule.timer_running = true;
-            let wake = !start_timer && schedule.timer_wakes_at.is_none_or(|wakes| at < wakes);
-            (slot, wake, start_timer)
+            let wake = !start_timer
+                && earliest
+                    .is_some_and(|at| schedule.timer_wakes_at.is_none_or(|wakes| at < wakes));
+            (wake, start_timer)
         };
-        let stopped = {
-            let mut state = locked(&watchdog.state);
-            state.slot = Some(slot);
-            state.stopped
-        };
-        if stopped {
-            locked(&self.schedule).due.remove(&slot);
+        let stopped: Vec<(Instant, u64)> = due
+            .iter()
+            .zip(slots)
+            .filter(|((watchdog, _), slot)| {
+                let mut state = locked(&watchdog.state);
+                state.slot = Some(*slot);
+                state.stopped
+            })
+            .map(|(_, slot)| slot)
+            .collect();
+        if !stopped.is_empty() {
+            let mut schedule = locked(&self.schedule);
+            for slot in &stopped {
+                schedule.due.remove(slot);
+            }
         }
         if start_timer {
             self.start_timer();
@@ -377,7 +400,7 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
     }
     for (watchdog, cycle) in watchdogs.iter().zip(&cycles) {
         if cycle.pending == 0 {
-            watchdog.finish(None);
+            watchdog.finish();
         }
     }
     due.sort_unstable_by_key(|lease| lease.valid_until);
@@ -411,22 +434,66 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
             Some(Err(err)) => batch.iter().map(|_| Answer::Failed(err)).collect(),
             None => batch.iter().map(|_| Answer::Unanswered).collect(),
         };
+        let mut next_cycles = Vec::new();
+        let mut tally = Tally::default();
         for (&index, answer) in batch.iter().zip(answers) {
             let Due {
                 watchdog,
                 lease,
                 valid_until,
             } = due[index];
-            let next = watchdogs[watchdog].settle(lease, valid_until, sent, answer);
+            let (next, outcome) = watchdogs[watchdog].settle(lease, valid_until, sent, answer);
+            if let Some(outcome) = outcome {
+                tally.count(&lease.label, outcome);
+            }
             let cycle = &mut cycles[watchdog];
             cycle.next = match (cycle.next, next) {
                 (Some(earlier), Some(next)) => Some(earlier.min(next)),
                 (earlier, next) => earlier.or(next),
             };
             cycle.pending -= 1;
-            if cycle.pending == 0 {
-                watchdogs[watchdog].finish(cycle.next);
+            if cycle.pending == 0 && watchdogs[watchdog].finish() {
+                next_cycles.extend(cycle.next.map(|at| (&watchdogs[watchdog], at)));
             }
+        }
+        tally.flush();
+        let timer = next_cycles
+            .first()
+            .and_then(|(first, _)| first.timer.upgrade());
+        if let Some(timer) = timer {
+            timer.schedule_all(&next_cycles);
+        }
+    }
+}
+
+/// Renewal outcomes counted in runs of one label and one outcome: the
+/// leases of a batch mostly share both, so a batch costs the metrics a
+/// few updates rather than one per lease. Runs are told apart by pointer
+/// (see [`MetricLabel::same`]): at worst a run ends early, and the totals
+/// are the same.
+#[derive(Default)]
+struct Tally<'a> {
+    run: Option<(&'a MetricLabel, &'static str, u64)>,
+}
+
+impl<'a> Tally<'a> {
+    fn count(&mut self, label: &'a MetricLabel, outcome: &'static str) {
+        match &mut self.run {
+            Some((run_label, run_outcome, count))
+                if std::ptr::eq(*run_outcome, outcome) && run_label.same(label) =>
+            {
+                *count += 1;
+            }
+            _ => {
+                self.flush();
+                self.run = Some((label, outcome, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((label, outcome, count)) = self.run.take() {
+            label.renewals(outcome, count);
         }
     }
 }
@@ -532,62 +599,59 @@ impl Watchdog {
         true
     }
 
-    /// Ends the renewal in flight and schedules the next cycle at `next`,
-    /// if any and while a lease is still held.
-    fn finish(self: &Arc<Self>, next: Option<Instant>) {
+    /// Ends the renewal in flight: whether a lease is still held, so that
+    /// its next cycle is to be scheduled.
+    fn finish(&self) -> bool {
         locked(&self.state).in_flight = false;
-        if let (Some(next), Some(timer)) = (next, self.timer.upgrade()) {
-            if self.leases.iter().any(|lease| lease.is_held()) {
-                timer.schedule(self, next);
-            }
-        }
+        self.leases.iter().any(|lease| lease.is_held())
     }
 
     /// Applies the `answer` to the renewal of `lease` (valid until
     /// `valid_until` when it was `sent`): extends it, reports it lost, or
     /// says when to retry (never past its validity; at once when its batch
     /// went unanswered). Also reports it lost when its validity has ended
-    /// with no renewal granted. Returns when it is due next.
+    /// with no renewal granted. Returns when it is due next, and the
+    /// renewal's outcome for the metrics (none when nothing was learned).
     fn settle(
         &self,
         lease: &WatchedLease,
         valid_until: Instant,
         sent: Instant,
         answer: Answer<'_>,
-    ) -> Option<Instant> {
-        let next = match answer {
-            Answer::Told(Renewal::Renewed) if lease.extend(sent + lease::validity(self.ttl)) => {
-                lease.label.renewal("ok");
+    ) -> (Option<Instant>, Option<&'static str>) {
+        let now = Instant::now();
+        let settled = match answer {
+            Answer::Told(Renewal::Renewed)
+                if lease.extend(sent + lease::validity(self.ttl), now) =>
+            {
                 tracing::trace!(key = %lease.key.user, "lease renewed");
-                Some(sent + self.period())
+                (Some(sent + self.period()), Some("ok"))
             }
-            Answer::Told(Renewal::Renewed) => None,
+            Answer::Told(Renewal::Renewed) => (None, None),
             Answer::Told(Renewal::Refused) => {
-                lease.label.renewal("refused");
                 lease.report_lost("the lock expired or was taken over by another owner");
-                None
+                (None, Some("refused"))
             }
             Answer::Told(Renewal::Unknown) => {
-                lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
-                Some(self.retry(valid_until))
+                (Some(self.retry(valid_until, now)), Some("failed"))
             }
             Answer::Failed(err) => {
-                lease.label.renewal("failed");
                 tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
-                Some(self.retry(valid_until))
+                (Some(self.retry(valid_until, now)), Some("failed"))
             }
-            Answer::Unanswered => Some(Instant::now()),
+            Answer::Unanswered => (Some(now), None),
         };
-        if valid_until <= Instant::now() && !lease.is_renewed_past(valid_until) {
+        if valid_until <= now && !lease.is_renewed_past(valid_until) {
             lease.report_lost(NOT_RENEWED_IN_TIME);
         }
-        next
+        settled
     }
 
-    /// When to retry a failed renewal of a lease valid until `valid_until`.
-    fn retry(&self, valid_until: Instant) -> Instant {
-        let retry = Instant::now() + (self.period() / 4).max(MIN_PERIOD);
+    /// When to retry, from `now`, a failed renewal of a lease valid until
+    /// `valid_until`.
+    fn retry(&self, valid_until: Instant, now: Instant) -> Instant {
+        let retry = now + (self.period() / 4).max(MIN_PERIOD);
         retry.min(valid_until)
     }
 }
@@ -615,16 +679,25 @@ impl WatchedLease {
             .is_some_and(|now_valid| now_valid > valid_until)
     }
 
-    /// Extends the validity to `renewed_until` unless it has ended already
+    /// Extends the validity to `renewed_until` unless it has ended by `now`
     /// (a late renewal cannot revive a lost lease). Whether it was extended.
-    fn extend(&self, renewed_until: Instant) -> bool {
-        self.status.send_if_modified(|status| match status {
-            LeaseStatus::Held { valid_until } if *valid_until > Instant::now() => {
-                *valid_until = renewed_until;
-                true
+    ///
+    /// Silently: nobody waiting on the status is woken by a renewal (with
+    /// one per lease and second, the wake-ups cost more than the rest of
+    /// the renewal). The one who waits, `Lease::lost`, wakes at the validity
+    /// it read, finds the later one and waits again; a loss is always sent.
+    fn extend(&self, renewed_until: Instant, now: Instant) -> bool {
+        let mut extended = false;
+        self.status.send_if_modified(|status| {
+            if let LeaseStatus::Held { valid_until } = status {
+                if *valid_until > now {
+                    *valid_until = renewed_until;
+                    extended = true;
+                }
             }
-            _ => false,
-        })
+            false
+        });
+        extended
     }
 
     fn report_lost(&self, why: &str) {

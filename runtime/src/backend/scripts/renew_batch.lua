@@ -1,29 +1,37 @@
--- Extend many leases at once, each only if it is still ours: a lock's (or a
--- writer's) key compared with GET (through the waiters' mark, see
--- prelude.lua) and extended with PEXPIRE, as renew.lua does; a member of a lease set (a semaphore's permit or a read lease)
--- compared with ZSCORE and extended with ZADD XX, as member_renew.lua does.
--- KEYS[i]      the i-th lease's key, or its lease set
--- ARGV[3i-2]   its owner token
--- ARGV[3i-1]   its new lease in milliseconds
--- ARGV[3i]     'k' for a key, 'm' for a member of a lease set
--- Returns one integer per lease, in order: 1 when extended, 0 when it is
--- gone or someone else's.
+-- Extend many leases of one length at once, each only if it is still ours: a
+-- lock's (or a writer's) key compared with GET (through the waiters' mark,
+-- see prelude.lua) and extended with PEXPIRE, as renew.lua does; a member of
+-- a lease set (a semaphore's permit or a read lease) compared with ZSCORE and
+-- extended with ZADD XX, as member_renew.lua does. One argument per lease
+-- (its token), so the server parses and interns as little as it can.
+-- KEYS[1..n]    the keys of the plain leases
+-- KEYS[n+1..]   the lease sets of the members
+-- ARGV[1]       the new lease of every one, in milliseconds
+-- ARGV[2]       n, how many of KEYS are plain leases
+-- ARGV[2+i]     the owner token of the lease at KEYS[i]
+-- Returns one character per key, in order, as one string: '1' when extended,
+-- '0' when it is gone or someone else's (one reply to build and parse, not
+-- one integer per lease).
+local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
 local renewed = {}
-for i, key in ipairs(KEYS) do
-  local token, ttl_ms, kind = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
-  renewed[i] = 0
-  if kind == 'k' then
-    if held_by(key, token) then
-      renewed[i] = redis.call('PEXPIRE', key, ttl_ms)
-    end
-  else
-    local now_ms = drop_expired_permits(key)
-    if redis.call('ZSCORE', key, token) then
-      redis.call('ZADD', key, 'XX',
-        string.format('%.0f', now_ms + tonumber(ttl_ms)), token)
-      expire_with_last_permit(key)
-      renewed[i] = 1
-    end
+for i = 1, plain do
+  local key, token = KEYS[i], ARGV[2 + i]
+  local value = redis.call('GET', key)
+  renewed[i] = '0'
+  if (value == token or holder_of(value) == token)
+      and redis.call('PEXPIRE', key, ttl_ms) == 1 then
+    renewed[i] = '1'
   end
 end
-return renewed
+for i = plain + 1, #KEYS do
+  local key, token = KEYS[i], ARGV[2 + i]
+  local now_ms = drop_expired_permits(key)
+  renewed[i] = '0'
+  if redis.call('ZSCORE', key, token) then
+    redis.call('ZADD', key, 'XX',
+      string.format('%.0f', now_ms + tonumber(ttl_ms)), token)
+    expire_with_last_permit(key)
+    renewed[i] = '1'
+  end
+end
+return table.concat(renewed)
