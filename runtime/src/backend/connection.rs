@@ -11,6 +11,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
 
 use super::acl::permission_denied;
+use super::cluster_link::ClusterLink;
 use super::tls::TlsConfig;
 use crate::{redact_url, LockError};
 
@@ -135,6 +136,32 @@ impl ClusterSeeds {
             .open_cluster_client(&self.urls, config.connect_timeout, response_timeout)
     }
 
+    /// A cluster command connection, failing with `Connection` (or `Tls`)
+    /// within the configured time limits; `response_timeout: None` leaves
+    /// answers unbounded.
+    pub(super) async fn open(
+        &self,
+        config: RedisConfig,
+        response_timeout: Option<Duration>,
+    ) -> Result<ClusterConnection, LockError> {
+        let client = self.client(config, response_timeout)?;
+        let settings = ClusterSeeds::settings(config, response_timeout);
+        // The cluster client asks every seed in turn, each within the
+        // connect timeout; bound the whole start as for one server.
+        let limit = config
+            .connect_timeout
+            .saturating_mul(2)
+            .saturating_add(config.response_timeout);
+        match tokio::time::timeout(limit, client.get_async_connection_with_config(settings)).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(err)) => Err(connect_error(&err, &self.described())),
+            Err(_) => Err(LockError::Connection(format!(
+                "no cluster node of {} answered within {limit:?}",
+                self.described()
+            ))),
+        }
+    }
+
     /// The seed URLs for error messages, passwords hidden.
     fn described(&self) -> String {
         let urls: Vec<String> = self.urls.iter().map(|url| redact_url(url)).collect();
@@ -155,11 +182,12 @@ impl ClusterSeeds {
     }
 }
 
-/// A command connection to a [`Target`]: both reconnect by themselves.
+/// A command connection to a [`Target`]: both reconnect by themselves, and
+/// a cluster's is replaced when it stalls (see `cluster_link`).
 #[derive(Clone)]
 pub(super) enum Commands {
     Server(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(ClusterLink),
 }
 
 impl Target {
@@ -177,24 +205,13 @@ impl Target {
                 Ok(Commands::Server(open_manager(client, settings).await?))
             }
             Target::Cluster(seeds) => {
-                let client = seeds.client(config, response_timeout)?;
-                let settings = ClusterSeeds::settings(config, response_timeout);
-                // The cluster client asks every seed in turn, each within the
-                // connect timeout; bound the whole start as for one server.
-                let limit = config
-                    .connect_timeout
-                    .saturating_mul(2)
-                    .saturating_add(config.response_timeout);
-                match tokio::time::timeout(limit, client.get_async_connection_with_config(settings))
-                    .await
-                {
-                    Ok(Ok(connection)) => Ok(Commands::Cluster(connection)),
-                    Ok(Err(err)) => Err(connect_error(&err, &seeds.described())),
-                    Err(_) => Err(LockError::Connection(format!(
-                        "no cluster node of {} answered within {limit:?}",
-                        seeds.described()
-                    ))),
-                }
+                let connection = seeds.open(config, response_timeout).await?;
+                Ok(Commands::Cluster(ClusterLink::new(
+                    connection,
+                    (**seeds).clone(),
+                    config,
+                    response_timeout,
+                )))
             }
         }
     }
@@ -210,7 +227,11 @@ impl ConnectionLike for Commands {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Commands::Server(connection) => connection.req_packed_command(cmd),
-            Commands::Cluster(connection) => connection.req_packed_command(cmd),
+            Commands::Cluster(link) => Box::pin(async move {
+                let answer = link.connection().req_packed_command(cmd).await;
+                link.observe(&answer);
+                answer
+            }),
         }
     }
 
@@ -222,16 +243,21 @@ impl ConnectionLike for Commands {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Commands::Server(connection) => connection.req_packed_commands(pipeline, offset, count),
-            Commands::Cluster(connection) => {
-                connection.req_packed_commands(pipeline, offset, count)
-            }
+            Commands::Cluster(link) => Box::pin(async move {
+                let answer = link
+                    .connection()
+                    .req_packed_commands(pipeline, offset, count)
+                    .await;
+                link.observe(&answer);
+                answer
+            }),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Commands::Server(connection) => connection.get_db(),
-            Commands::Cluster(connection) => connection.get_db(),
+            Commands::Cluster(link) => link.connection().get_db(),
         }
     }
 }

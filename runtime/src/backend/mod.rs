@@ -10,6 +10,7 @@
 
 mod acl;
 mod admin;
+mod cluster_link;
 mod commands;
 mod connection;
 mod discovery;

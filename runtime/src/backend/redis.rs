@@ -400,7 +400,8 @@ impl RedisBackend {
                 .await
                 .map_err(lock_error)?;
             }
-            Commands::Cluster(connection) => {
+            Commands::Cluster(link) => {
+                let connection = link.connection();
                 for (host, port) in cluster_primaries(connection.clone()).await? {
                     let keys = admin::scan(pattern, |command| {
                         let mut connection = connection.clone();
