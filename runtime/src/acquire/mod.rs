@@ -525,8 +525,9 @@ impl<'a> Request<'a> {
     }
 
     /// Waits up to `wait` (from `started`) for the busy key: subscribes to
-    /// its releases, then tries again when a release wakes it, when the
-    /// blocking lease would end, or when its place needs refreshing; a
+    /// its releases, then tries again when a release (or the key's place
+    /// keeper) wakes it, when the blocking lease would end, or when a place
+    /// no keeper refreshes needs refreshing; a
     /// newcomer that `queue_behind` this process's waiters first gives them a
     /// head start. Connection errors are ridden out (see
     /// [`ride_out`](Self::ride_out)). Returns the send time of the granted
