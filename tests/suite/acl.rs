@@ -83,8 +83,9 @@ async fn namespace_outside_the_key_pattern_is_told_the_key_rule() {
 
 #[tokio::test]
 async fn command_refused_inside_a_lock_script_is_permission_denied() {
-    // `SCRIPT LOAD` and `EVALSHA` allowed, the script's own `EXISTS` not.
-    let server = server_without(&["+exists"]);
+    // `SCRIPT LOAD` and `EVALSHA` allowed, the release script's own `DEL`
+    // not.
+    let server = server_without(&["+del"]);
     let manager = svc(&server, "lock").await;
     let guard = manager
         .acquire("k", long())
