@@ -234,6 +234,59 @@ async fn parked_waiter_learns_from_its_keeper_what_no_message_told_it(engine: En
     }
 }
 
+/// More waiters in one process than one refresh call names (500): the
+/// keeper refreshes them in several calls, and every place outlives its
+/// 3 s life.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_parked_waiters_than_one_refresh_call_names_all_keep_their_places() {
+    const WAITERS: i64 = 600;
+    let (server, guard) = server_with_key_held(Engine::Redis).await;
+    let process = connect(&server.url()).await;
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let process = process.clone();
+            tokio::spawn(async move {
+                let _ = process.acquire(KEY, waiting(Duration::from_secs(15))).await;
+            })
+        })
+        .collect();
+    let queued_in_time = poll_async(Duration::from_secs(10), || async {
+        queued(&server) == WAITERS
+    })
+    .await;
+    assert!(
+        queued_in_time,
+        "only {} of {WAITERS} queued",
+        queued(&server)
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(queued(&server), WAITERS, "a parked waiter lost its place");
+    let Ok(RespValue::Array(places)) = server.command(&["HVALS", &format!("lock-wait:{KEY}")])
+    else {
+        panic!("HVALS answers an array");
+    };
+    let now = server_ms(&server);
+    let expired = places
+        .iter()
+        .filter(|place| {
+            let expires = place.as_str().and_then(|place| place.split(' ').next());
+            expires
+                .and_then(|ms| ms.parse::<i64>().ok())
+                .is_none_or(|expires| expires < now)
+        })
+        .count();
+    assert_eq!(
+        i64::try_from(places.len()).unwrap(),
+        WAITERS,
+        "every waiter has a place"
+    );
+    assert_eq!(expired, 0, "places not refreshed for 4 s");
+    for waiter in waiters {
+        waiter.abort();
+    }
+    drop(guard);
+}
+
 async fn handed_over_lock_is_never_held_twice_and_every_task_finishes(engine: Engine) {
     let server = start(engine);
     let inside = Arc::new(AtomicUsize::new(0));

@@ -27,6 +27,11 @@ pub(crate) const PLACE_KEPT: Duration = Duration::from_secs(3);
 /// waiter's by its key's keeper, the others' by their own attempts.
 pub(crate) const PLACE_REFRESH: Duration = Duration::from_secs(1);
 
+/// Most places one refresh call names, so that a script never runs long
+/// (each place is a ZSCORE and an HSET); more are refreshed in more calls,
+/// all under one refresh number, whose send time precedes them all.
+const PLACES_PER_CALL: usize = 500;
+
 /// The numbers of place refreshes, one sequence for the whole process: a
 /// waiter's own attempts and its key's keeper's refreshes never share one.
 static REFRESH_NUMBERS: AtomicU64 = AtomicU64::new(1);
@@ -52,21 +57,23 @@ async fn refresh_places(backend: Arc<Backend>, key: LockKey, mut keeping: Keepin
         let Some(waiters) = keeping.due(seq, Instant::now()) else {
             return;
         };
-        let refresh = PlaceRefresh {
-            seq,
-            place: PLACE_KEPT,
-            waiters: &waiters,
-        };
-        match backend.refresh_places(&key, refresh).await {
-            Ok(seen) => {
-                for token in seen.first.iter().chain(&seen.missing) {
-                    keeping.tell(token, Wake::Woken);
+        for waiters in waiters.chunks(PLACES_PER_CALL) {
+            let refresh = PlaceRefresh {
+                seq,
+                place: PLACE_KEPT,
+                waiters,
+            };
+            match backend.refresh_places(&key, refresh).await {
+                Ok(seen) => {
+                    for token in seen.first.iter().chain(&seen.missing) {
+                        keeping.tell(token, Wake::Woken);
+                    }
                 }
-            }
-            Err(err) => {
-                tracing::debug!(key = key.user, error = %err, "waiters' places not refreshed; each tries again on its own");
-                for (token, _) in &waiters {
-                    keeping.tell(token, Wake::Woken);
+                Err(err) => {
+                    tracing::debug!(key = key.user, error = %err, "waiters' places not refreshed; each tries again on its own");
+                    for (token, _) in waiters {
+                        keeping.tell(token, Wake::Woken);
+                    }
                 }
             }
         }
