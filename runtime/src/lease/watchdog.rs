@@ -611,7 +611,8 @@ impl Watchdog {
     /// says when to retry (never past its validity; at once when its batch
     /// went unanswered). Also reports it lost when its validity has ended
     /// with no renewal granted. Returns when it is due next, and the
-    /// renewal's outcome for the metrics (none when nothing was learned).
+    /// renewal's outcome for the metrics (none when nothing was learned, or
+    /// when it was counted at once: a refusal).
     fn settle(
         &self,
         lease: &WatchedLease,
@@ -629,8 +630,11 @@ impl Watchdog {
             }
             Answer::Told(Renewal::Renewed) => (None, None),
             Answer::Told(Renewal::Refused) => {
+                // Counted at once, not in the batch's runs: whoever learns
+                // of the loss finds the refusal counted.
+                lease.label.renewals("refused", 1);
                 lease.report_lost("the lock expired or was taken over by another owner");
-                (None, Some("refused"))
+                (None, None)
             }
             Answer::Told(Renewal::Unknown) => {
                 tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
