@@ -43,15 +43,21 @@ impl OwnerToken {
     /// and `label`, taken now. Panics only if the OS random source is broken.
     /// Written into one buffer: an acquisition makes one of these each.
     pub(crate) fn issue(identity: &Identity, ttl_ms: u64, label: Option<&str>) -> Self {
-        use std::fmt::Write as _;
         let acquired_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis());
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
         let label = label.unwrap_or("");
-        let mut token = String::with_capacity(64 + identity.suffix.len() + label.len());
+        let mut token = String::with_capacity(80 + identity.suffix.len() + label.len());
         push_random_hex(&mut token);
-        // Writing into a String cannot fail.
-        let _ = write!(token, "|{acquired_ms}|{ttl_ms}|{}|", identity.suffix);
+        token.push('|');
+        push_decimal(&mut token, acquired_ms);
+        token.push('|');
+        push_decimal(&mut token, ttl_ms);
+        token.push('|');
+        token.push_str(&identity.suffix);
+        token.push('|');
         push_clean(&mut token, label, LABEL_LIMIT, false);
         OwnerToken(token.into())
     }
@@ -160,10 +166,28 @@ fn push_random_hex(out: &mut String) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut raw = [0u8; 16];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut raw);
-    for byte in raw {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    let mut hex = [0u8; 32];
+    for (pair, byte) in hex.chunks_exact_mut(2).zip(raw) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
     }
+    out.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+}
+
+/// Appends `value` in decimal digits, without the formatting machinery:
+/// every acquisition writes two numbers into its token.
+fn push_decimal(out: &mut String, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 /// `text` with control characters (and `|` when `is_field`, which a later
@@ -204,6 +228,15 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_are_written_as_format_writes_them() {
+        for value in [0, 7, 10, 999, 1_764_833_000_123, u64::MAX] {
+            let mut written = String::from("|");
+            push_decimal(&mut written, value);
+            assert_eq!(written, format!("|{value}"));
+        }
+    }
 
     #[test]
     fn tokens_start_with_32_hex_digits_and_are_distinct() {
