@@ -102,38 +102,84 @@ pub(crate) enum KeyKind {
     Write,
 }
 
-/// The names one lock (or semaphore) uses in its backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The names one lock (or semaphore) uses in its backend, written back to
+/// back into one string: every acquisition builds a key, so it costs one
+/// allocation rather than one per name.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct LockKey {
     /// Whether this is a lock or a semaphore; the backends run that kind's
     /// steps for it (release and renewal included).
     pub(crate) kind: KeyKind,
-    /// The key as the user wrote it, without namespace.
-    pub(crate) user: String,
-    /// The key the lock is stored under (a semaphore: its holder set); also
-    /// its release channel.
-    pub(crate) lock: String,
-    /// The fencing counter, which expires when the key is idle.
-    pub(crate) fence: String,
-    /// Sorted set of queued waiters' owner tokens, by arrival.
-    pub(crate) queue: String,
-    /// Hash of queued waiters' owner tokens to when their place expires.
-    pub(crate) waiters: String,
-    /// The readers of the read/write lock of the same user key: sorted set
-    /// of owner token -> lease end (server ms). Touched only by its steps.
-    pub(crate) readers: String,
+    /// The user key, then the names [`lock`](Self::lock),
+    /// [`fence`](Self::fence), [`queue`](Self::queue),
+    /// [`waiters`](Self::waiters) and [`readers`](Self::readers).
+    names: Box<str>,
+    /// Where each of those six parts of `names` ends.
+    ends: [usize; 6],
 }
 
 impl LockKey {
+    /// The part `index` of `names`.
+    fn part(&self, index: usize) -> &str {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.names[start..self.ends[index]]
+    }
+
+    /// The key as the user wrote it, without namespace.
+    pub(crate) fn user(&self) -> &str {
+        self.part(0)
+    }
+
+    /// The key the lock is stored under (a semaphore: its holder set); also
+    /// its release channel.
+    pub(crate) fn lock(&self) -> &str {
+        self.part(1)
+    }
+
+    /// The fencing counter, which expires when the key is idle.
+    pub(crate) fn fence(&self) -> &str {
+        self.part(2)
+    }
+
+    /// Sorted set of queued waiters' owner tokens, by arrival.
+    pub(crate) fn queue(&self) -> &str {
+        self.part(3)
+    }
+
+    /// Hash of queued waiters' owner tokens to when their place expires.
+    pub(crate) fn waiters(&self) -> &str {
+        self.part(4)
+    }
+
+    /// The readers of the read/write lock of the same user key: sorted set
+    /// of owner token -> lease end (server ms). Touched only by its steps.
+    pub(crate) fn readers(&self) -> &str {
+        self.part(5)
+    }
+
     /// The channel whose release messages wake this key's waiters: the lock
     /// key (for a semaphore its holder set, for a reader of a read/write
     /// lock its writer key), except for a writer of a read/write lock, which
     /// waits for readers to leave and so listens on the readers' name.
     pub(crate) fn channel(&self) -> &str {
         match self.kind {
-            KeyKind::Write => &self.readers,
-            KeyKind::Lock | KeyKind::Semaphore | KeyKind::Read => &self.lock,
+            KeyKind::Write => self.readers(),
+            KeyKind::Lock | KeyKind::Semaphore | KeyKind::Read => self.lock(),
         }
+    }
+}
+
+impl std::fmt::Debug for LockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockKey")
+            .field("kind", &self.kind)
+            .field("user", &self.user())
+            .field("lock", &self.lock())
+            .field("fence", &self.fence())
+            .field("queue", &self.queue())
+            .field("waiters", &self.waiters())
+            .field("readers", &self.readers())
+            .finish()
     }
 }
 
@@ -178,28 +224,38 @@ impl KeySpace {
 
     /// Every name the lock on `user` uses.
     pub(crate) fn key(&self, user: &str) -> LockKey {
-        let tag = self.tag(user);
-        let name = |role: &str| self.name(&tag, role, user);
-        LockKey {
-            kind: KeyKind::Lock,
-            user: user.to_owned(),
-            lock: name(":"),
-            fence: name("-fence:"),
-            queue: name("-queue:"),
-            waiters: name("-wait:"),
-            readers: name("-read:"),
-        }
+        self.names(
+            KeyKind::Lock,
+            user,
+            [":", "-fence:", "-queue:", "-wait:", "-read:"],
+        )
     }
 
-    /// `{tag}base{role}user`, written once into a string of its exact size
-    /// (each acquisition builds several of them).
-    fn name(&self, tag: &str, role: &str, user: &str) -> String {
-        let parts = [tag, self.base.as_str(), role, user];
-        let mut name = String::with_capacity(parts.iter().map(|part| part.len()).sum());
-        for part in parts {
-            name.push_str(part);
+    /// The [`LockKey`] of `kind` on `user` whose names (`{tag}base{role}user`)
+    /// have these `roles`: lock, fence, queue, waiters and readers.
+    fn names(&self, kind: KeyKind, user: &str, roles: [&str; 5]) -> LockKey {
+        let tag = self.tag(user);
+        let name_len = tag.len() + self.base.len() + user.len();
+        let size = user.len()
+            + roles
+                .iter()
+                .map(|role| name_len + role.len())
+                .sum::<usize>();
+        let mut names = String::with_capacity(size);
+        let mut ends = [0; 6];
+        names.push_str(user);
+        ends[0] = names.len();
+        for (end, role) in ends[1..].iter_mut().zip(roles) {
+            for part in [tag.as_str(), self.base.as_str(), role, user] {
+                names.push_str(part);
+            }
+            *end = names.len();
         }
-        name
+        LockKey {
+            kind,
+            names: names.into_boxed_str(),
+            ends,
+        }
     }
 
     /// The names of the read/write lock on `user`, for a reader or the
@@ -208,26 +264,15 @@ impl KeySpace {
     /// `waiters` the readers' turn `base-rwturn:k`, all in the slot of the
     /// lock on `user` when hash-tagged.
     pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
-        let tag = self.tag(user);
-        let name = |role: &str| self.name(&tag, role, user);
-        LockKey {
-            kind,
-            lock: name("-rw:"),
-            fence: name("-rwfence:"),
-            queue: name("-intent:"),
-            waiters: name("-rwturn:"),
-            ..self.key(user)
-        }
+        let roles = ["-rw:", "-rwfence:", "-intent:", "-rwturn:", "-read:"];
+        self.names(kind, user, roles)
     }
 
     /// The names of the semaphore on `user`: its holder set `base-sem:k`, in
     /// the slot of the lock on `user` when hash-tagged.
     pub(crate) fn semaphore(&self, user: &str) -> LockKey {
-        LockKey {
-            kind: KeyKind::Semaphore,
-            lock: self.name(&self.tag(user), "-sem:", user),
-            ..self.key(user)
-        }
+        let roles = ["-sem:", "-fence:", "-queue:", "-wait:", "-read:"];
+        self.names(KeyKind::Semaphore, user, roles)
     }
 
     /// `{tag}` of `user`'s slot when hash-tagged, else nothing.
@@ -347,28 +392,17 @@ mod tests {
         assert_eq!(KeySpace::new(String::new()).namespace(), ":");
         let key = KeySpace::new("app".into()).key("k");
         assert_eq!(
-            (
-                key.lock.as_str(),
-                key.fence.as_str(),
-                key.queue.as_str(),
-                key.waiters.as_str()
-            ),
+            (key.lock(), key.fence(), key.queue(), key.waiters()),
             ("app:k", "app-fence:k", "app-queue:k", "app-wait:k")
         );
         let semaphore = KeySpace::new("app".into()).semaphore("k");
         assert_eq!(
-            (semaphore.kind, semaphore.lock.as_str()),
+            (semaphore.kind, semaphore.lock()),
             (KeyKind::Semaphore, "app-sem:k")
         );
         let rw = KeySpace::new("app".into()).rwlock("k", KeyKind::Read);
         assert_eq!(
-            (
-                rw.kind,
-                rw.lock.as_str(),
-                rw.readers.as_str(),
-                rw.queue.as_str(),
-                rw.fence.as_str()
-            ),
+            (rw.kind, rw.lock(), rw.readers(), rw.queue(), rw.fence()),
             (
                 KeyKind::Read,
                 "app-rw:k",
@@ -421,8 +455,8 @@ mod tests {
         for space in both_spaces() {
             for user in BRACED {
                 let key = space.key(user);
-                assert_eq!(space.user_key_of(&key.lock), Some(user));
-                for internal in [&key.fence, &key.queue, &key.waiters] {
+                assert_eq!(space.user_key_of(key.lock()), Some(user));
+                for internal in [key.fence(), key.queue(), key.waiters()] {
                     assert_eq!(space.user_key_of(internal), None, "{internal}");
                 }
             }
@@ -440,13 +474,22 @@ mod tests {
         for space in both_spaces() {
             for user in BRACED {
                 let (key, rw) = (space.key(user), space.rwlock(user, KeyKind::Write));
-                let semaphore = space.semaphore(user).lock;
-                assert_eq!(space.held_of(&key.lock), Some((LockKind::Lock, user)));
-                for name in [&rw.lock, &rw.readers] {
+                let semaphore = space.semaphore(user);
+                assert_eq!(space.held_of(key.lock()), Some((LockKind::Lock, user)));
+                for name in [rw.lock(), rw.readers()] {
                     assert_eq!(space.held_of(name), Some((LockKind::ReadWrite, user)));
                 }
-                assert_eq!(space.held_of(&semaphore), Some((LockKind::Semaphore, user)));
-                for internal in [&key.fence, &key.queue, &key.waiters, &rw.fence, &rw.queue] {
+                assert_eq!(
+                    space.held_of(semaphore.lock()),
+                    Some((LockKind::Semaphore, user))
+                );
+                for internal in [
+                    key.fence(),
+                    key.queue(),
+                    key.waiters(),
+                    rw.fence(),
+                    rw.queue(),
+                ] {
                     assert_eq!(space.held_of(internal), None, "{internal}");
                 }
             }
@@ -475,20 +518,20 @@ mod tests {
             let space = KeySpace::hash_tagged(namespace.into());
             for user in BRACED {
                 let key = space.key(user);
-                let semaphore = space.semaphore(user).lock;
+                let semaphore = space.semaphore(user);
                 let rw = space.rwlock(user, KeyKind::Write);
                 let slots = [
-                    &key.lock,
-                    &key.fence,
-                    &key.queue,
-                    &key.waiters,
-                    &semaphore,
-                    &rw.lock,
-                    &rw.fence,
-                    &rw.queue,
-                    &rw.readers,
+                    key.lock(),
+                    key.fence(),
+                    key.queue(),
+                    key.waiters(),
+                    semaphore.lock(),
+                    rw.lock(),
+                    rw.fence(),
+                    rw.queue(),
+                    rw.readers(),
                 ]
-                .map(|n| slot(n));
+                .map(slot);
                 assert!(
                     slots.iter().all(|&s| s == slots[0]),
                     "namespace {namespace:?}, user key {user:?}: names in slots {slots:?}"
@@ -500,12 +543,15 @@ mod tests {
     #[test]
     fn a_user_hash_tag_decides_the_slot_as_it_would_in_plain_redis() {
         let space = KeySpace::hash_tagged("lock".into());
-        assert_eq!(slot(&space.key("order:{42}:a").lock), slot("order:{42}:a"));
+        assert_eq!(slot(space.key("order:{42}:a").lock()), slot("order:{42}:a"));
         assert_eq!(
-            slot(&space.key("order:{42}:a").lock),
-            slot(&space.key("order:{42}:b").lock)
+            slot(space.key("order:{42}:a").lock()),
+            slot(space.key("order:{42}:b").lock())
         );
-        assert_eq!(space.key("stock:1").lock, "{0bfba0e5423746e4}lock:stock:1");
+        assert_eq!(
+            space.key("stock:1").lock(),
+            "{0bfba0e5423746e4}lock:stock:1"
+        );
     }
 
     #[test]
@@ -566,24 +612,25 @@ mod tests {
                 .zip(&rwlocks)
                 .flat_map(|((key, semaphore), rw)| {
                     [
-                        &key.fence,
-                        &key.queue,
-                        &key.waiters,
-                        &semaphore.lock,
-                        &rw.lock,
-                        &rw.fence,
-                        &rw.queue,
-                        &rw.readers,
+                        key.fence(),
+                        key.queue(),
+                        key.waiters(),
+                        semaphore.lock(),
+                        rw.lock(),
+                        rw.fence(),
+                        rw.queue(),
+                        rw.readers(),
                     ]
-                    .map(|name| (name.as_str(), key.user.as_str()))
+                    .map(|name| (name, key.user()))
                 })
                 .collect();
             for key in &keys {
                 for (name, owner) in &internal {
                     assert_ne!(
-                        key.lock, *name,
+                        key.lock(),
+                        *name,
                         "namespace {namespace:?}: user key {:?} names an internal key of {owner:?}",
-                        key.user
+                        key.user()
                     );
                 }
             }
@@ -601,15 +648,15 @@ mod tests {
         let lock = keys.key(user);
         let rw = keys.rwlock(user, KeyKind::Write);
         vec![
-            (lock.lock, "lock"),
-            (lock.fence, "fence"),
-            (lock.queue, "queue"),
-            (lock.waiters, "wait"),
-            (lock.readers, "readers"),
-            (keys.semaphore(user).lock, "semaphore"),
-            (rw.lock, "writer"),
-            (rw.fence, "writers' fence"),
-            (rw.queue, "intents"),
+            (lock.lock().to_owned(), "lock"),
+            (lock.fence().to_owned(), "fence"),
+            (lock.queue().to_owned(), "queue"),
+            (lock.waiters().to_owned(), "wait"),
+            (lock.readers().to_owned(), "readers"),
+            (keys.semaphore(user).lock().to_owned(), "semaphore"),
+            (rw.lock().to_owned(), "writer"),
+            (rw.fence().to_owned(), "writers' fence"),
+            (rw.queue().to_owned(), "intents"),
         ]
     }
 

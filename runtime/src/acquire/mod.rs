@@ -301,9 +301,9 @@ pub(crate) async fn take(
 ) -> Result<Option<LockGuard>, LockError> {
     let key = ask.key(manager, user);
     let label = MetricLabel::new(options, key.kind);
-    // Boxed: the engine's state is large, and a body that nests more
-    // acquisitions would otherwise carry (and move) it at every level.
-    let acquisition = Box::pin(run(manager, user, key, ask, options, wait, &label));
+    // Not boxed: the states of waits, replicated and multi-node steps are
+    // boxed where they start, which keeps this one small enough to carry.
+    let acquisition = run(manager, user, key, ask, options, wait, &label);
     label.observe(user, wait, acquisition).await
 }
 
@@ -319,7 +319,7 @@ async fn run(
     manager.leases().ensure_open()?;
     non_empty(user)?;
     let (ttl_ms, replicas) = ask.checked(user, options)?;
-    if let Some(lease) = scope::find(manager, &key.lock) {
+    if let Some(lease) = scope::find(manager, key.lock()) {
         return ask.reenter(user, options, lease).map(Some);
     }
     let backend = manager.backend();
@@ -389,8 +389,7 @@ async fn run(
             // A single server's first attempt is a plain `SET NX`, which
             // does not say how long the holder has left: asked separately.
             let remaining = match remaining {
-                None if ask == Ask::Lock => backend
-                    .inspect(&key)
+                None if ask == Ask::Lock => Box::pin(backend.inspect(&key))
                     .await
                     .ok()
                     .and_then(|state| state.remaining),
@@ -405,7 +404,9 @@ async fn run(
             }
             let queue_behind = behind_local_waiters && !hands_off;
             tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, queue_behind, "waiting");
-            request.wait(started, wait, queue_behind).await?
+            // Boxed: the wait's state is most of the engine's, and an
+            // acquisition that finds the key free should not carry it.
+            Box::pin(request.wait(started, wait, queue_behind)).await?
         }
     };
     let Some(taken) = taken else {
@@ -421,7 +422,7 @@ async fn run(
     match fence {
         Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),
         None if options.fenced => {
-            if let Err(err) = guard.fencing_token().await {
+            if let Err(err) = Box::pin(guard.fencing_token()).await {
                 tracing::debug!(key = user, error = %err, "fencing token not issued with the lock; asked for again on request");
             }
         }
@@ -562,7 +563,7 @@ impl<'a> Request<'a> {
                     if let Some(taken) = self.taken_as_granted(grant, ticket.as_ref()) {
                         self.label.handoff();
                         tracing::debug!(
-                            key = self.key.user,
+                            key = self.key.user(),
                             "lock handed over by its releaser, in one trip"
                         );
                         return Ok(Some(taken));
@@ -571,7 +572,7 @@ impl<'a> Request<'a> {
                         Ok(Some(sent)) => {
                             self.label.handoff();
                             tracing::debug!(
-                                key = self.key.user,
+                                key = self.key.user(),
                                 "lock handed over by its releaser"
                             );
                             return Ok(Some(Taken {
@@ -700,7 +701,7 @@ impl<'a> Request<'a> {
         if out_of_time || now.duration_since(outage.since) >= RIDE_OUT {
             return Err(err);
         }
-        tracing::warn!(key = self.key.user, error = %reason, retry_in = ?outage.pause, "connection error while waiting; trying again with a new owner token");
+        tracing::warn!(key = self.key.user(), error = %reason, retry_in = ?outage.pause, "connection error while waiting; trying again with a new owner token");
         outage.abandoned.push(self.start_over());
         if let (Some(ticket), true) = (ticket, self.hands_off) {
             self.keep_place(ticket);

@@ -55,7 +55,7 @@ impl Drop for PendingAcquire<'_> {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(key = %self.key.user, "an acquisition was cancelled outside a Tokio runtime; if it was granted, the lock expires after its TTL");
+            tracing::warn!(key = %self.key.user(), "an acquisition was cancelled outside a Tokio runtime; if it was granted, the lock expires after its TTL");
             return;
         };
         let (backend, key, token) = (
@@ -63,10 +63,10 @@ impl Drop for PendingAcquire<'_> {
             self.key.clone(),
             self.token.clone(),
         );
-        tracing::debug!(key = %key.user, "acquisition abandoned; giving back what it may have been granted");
+        tracing::debug!(key = %key.user(), "acquisition abandoned; giving back what it may have been granted");
         runtime.spawn(async move {
             if let Err(err) = backend.unlock(&key, &token).await {
-                tracing::warn!(key = %key.user, error = %err, "could not undo a cancelled acquisition; if it was granted, the lock expires after its TTL");
+                tracing::warn!(key = %key.user(), error = %err, "could not undo a cancelled acquisition; if it was granted, the lock expires after its TTL");
             }
         });
     }

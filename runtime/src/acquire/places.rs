@@ -70,7 +70,7 @@ async fn refresh_places(backend: Arc<Backend>, key: LockKey, mut keeping: Keepin
                     }
                 }
                 Err(err) => {
-                    tracing::debug!(key = key.user, error = %err, "waiters' places not refreshed; each tries again on its own");
+                    tracing::debug!(key = key.user(), error = %err, "waiters' places not refreshed; each tries again on its own");
                     for (token, _) in waiters {
                         keeping.tell(token, Wake::Woken);
                     }

@@ -94,7 +94,7 @@ pub(super) async fn inspect(
     let (holder, pttl, fence, queued, queued_count): (String, i64, String, Vec<String>, i64) = run_script!(
         scripts::INSPECT,
         connection,
-        keys [&key.lock, &key.fence, &key.queue, &key.waiters],
+        keys [key.lock(), key.fence(), key.queue(), key.waiters()],
         args [MOST_WAITERS_SHOWN]
     )?;
     let held = !holder.is_empty();
@@ -117,12 +117,12 @@ pub(super) async fn inspect_shared(
 ) -> Result<SharedState, RedisError> {
     let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
     match key.kind {
-        KeyKind::Semaphore => invocation.key(&key.lock),
+        KeyKind::Semaphore => invocation.key(key.lock()),
         KeyKind::Lock | KeyKind::Read | KeyKind::Write => invocation
-            .key(&key.readers)
-            .key(&key.lock)
-            .key(&key.queue)
-            .key(&key.fence),
+            .key(key.readers())
+            .key(key.lock())
+            .key(key.queue())
+            .key(key.fence()),
     };
     let (holders, holder_count, writer, writer_pttl, writers_waiting, fence): (
         Vec<String>,
@@ -165,7 +165,7 @@ pub(super) async fn force_release(
     let (holder, fence): (String, String) = run_script!(
         script,
         connection,
-        keys [&key.lock, &key.fence],
+        keys [key.lock(), key.fence()],
         args [fence_retention_ms(0)]
     )?;
     Ok(Evicted {
@@ -185,7 +185,7 @@ pub(super) async fn force_release_semaphore(
     let (holders, holder_count): (Vec<String>, i64) = run_script!(
         script,
         connection,
-        keys[&key.lock],
+        keys[key.lock()],
         args[MOST_WAITERS_SHOWN]
     )?;
     Ok(EvictedLeases {
@@ -206,7 +206,7 @@ pub(super) async fn force_release_rw(
     let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = run_script!(
         script,
         connection,
-        keys [&key.lock, &key.readers, &key.fence],
+        keys [key.lock(), key.readers(), key.fence()],
         args [fence_retention_ms(0), MOST_WAITERS_SHOWN]
     )?;
     Ok(EvictedRw {

@@ -57,7 +57,7 @@ impl Backend {
         let groups: Vec<Vec<usize>> = if self.needs_hash_tags() {
             let mut by_tag: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
             for (index, claim) in claims.iter().enumerate() {
-                let tag = hash_tag(&claim.key.lock);
+                let tag = hash_tag(claim.key.lock());
                 by_tag.entry((tag, claim.ttl_ms)).or_default().push(index);
             }
             by_tag.into_values().collect()
@@ -105,8 +105,8 @@ fn is_plain(claim: &Claim<'_>) -> bool {
 /// The key a lease lives at: its own, or its lease set.
 fn leased_name<'a>(claim: &Claim<'a>) -> &'a str {
     match claim.key.kind {
-        KeyKind::Lock | KeyKind::Write | KeyKind::Semaphore => &claim.key.lock,
-        KeyKind::Read => &claim.key.readers,
+        KeyKind::Lock | KeyKind::Write | KeyKind::Semaphore => claim.key.lock(),
+        KeyKind::Read => claim.key.readers(),
     }
 }
 

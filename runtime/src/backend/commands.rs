@@ -35,9 +35,9 @@ pub(super) fn acquire_invocation(
     let Claim { key, token, ttl_ms } = claim;
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
     invocation
-        .key(&key.lock)
-        .key(&key.queue)
-        .key(&key.waiters)
+        .key(key.lock())
+        .key(key.queue())
+        .key(key.waiters())
         .arg(token.as_str())
         .arg(ttl_ms)
         .arg(millis(queue_for))
@@ -56,7 +56,7 @@ pub(super) async fn try_set(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<Attempt, RedisError> {
-    let set: Option<()> = set_command(&claim.key.lock, claim.token.as_str())
+    let set: Option<()> = set_command(claim.key.lock(), claim.token.as_str())
         .arg("NX")
         .arg("PX")
         .arg(claim.ttl_ms)
@@ -92,7 +92,7 @@ pub(super) async fn try_set_fenced(
     let reply: i64 = run_script!(
         scripts::ACQUIRE_FENCED,
         connection,
-        keys [&key.lock, &key.fence],
+        keys [key.lock(), key.fence()],
         args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms)]
     )?;
     Ok(fenced_attempt_from_reply(reply))
@@ -139,7 +139,7 @@ pub(super) async fn release(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [&key.lock, &key.queue, &key.waiters],
+        keys [key.lock(), key.queue(), key.waiters()],
         args [token.as_str(), millis(grant_window)]
     )?;
     Ok(released == 1)
@@ -166,7 +166,7 @@ pub(super) async fn issue_fence(
     let fence: i64 = run_script!(
         scripts::FENCE,
         connection,
-        keys [&key.lock, &key.fence],
+        keys [key.lock(), key.fence()],
         args [token.as_str(), fence_retention_ms(ttl_ms)]
     )?;
     Ok(u64::try_from(fence).ok())
@@ -179,7 +179,7 @@ pub(super) async fn renew(
 ) -> Result<bool, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let renewed: i64 =
-        run_script!(scripts::RENEW, connection, keys [&key.lock], args [token.as_str(), ttl_ms])?;
+        run_script!(scripts::RENEW, connection, keys [key.lock()], args [token.as_str(), ttl_ms])?;
     Ok(renewed == 1)
 }
 

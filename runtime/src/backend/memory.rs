@@ -105,13 +105,13 @@ impl MemoryBackend {
     fn try_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
         let Claim { key, token, .. } = claim;
         let mut table = self.table();
-        if let Some(held) = table.held(&key.lock, now) {
+        if let Some(held) = table.held(key.lock(), now) {
             return Attempt::Busy {
                 remaining: Some(held.expires - now),
             };
         }
         table.sweep_if_grown(now);
-        table.set_holder(&key.lock, token, deadline(now, claim.ttl()), now);
+        table.set_holder(key.lock(), token, deadline(now, claim.ttl()), now);
         Attempt::Acquired
     }
 
@@ -127,7 +127,7 @@ impl MemoryBackend {
         let mut table = self.table();
         let entry = table
             .entries
-            .get_mut(&key.lock)
+            .get_mut(key.lock())
             .filter(|entry| entry.held_by(token, now))?;
         entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
         entry.retained_until = deadline(now, retention(claim.ttl()));
@@ -141,7 +141,7 @@ impl MemoryBackend {
         let expires = deadline(now, claim.ttl());
         let mut table = self.table();
         table.sweep_semaphores_if_grown(now);
-        let holders = table.semaphores.entry(key.lock.clone()).or_default();
+        let holders = table.semaphores.entry(key.lock().to_owned()).or_default();
         holders.retain(|held| held.expires > now);
         let held = u32::try_from(holders.len()).unwrap_or(u32::MAX);
         if let Some(mine) = holders.iter_mut().find(|held| held.token == *token) {
@@ -213,15 +213,15 @@ impl MemoryBackend {
         table.sweep_if_grown(now);
         table.sweep_semaphores_if_grown(now);
         let writer = table
-            .held(&key.lock, now)
+            .held(key.lock(), now)
             .map(|held| (held.token == *token, held.expires));
-        let readers = table.live_members(&key.readers, now);
-        let intents = table.live_members(&key.queue, now);
+        let readers = table.live_members(key.readers(), now);
+        let intents = table.live_members(key.queue(), now);
         let busy = |until: Option<Instant>| Attempt::Busy {
             remaining: until.map(|until| until - now),
         };
         // Until when it is the readers' turn, if it is.
-        let readers_turn = match table.readers_turn(&key.waiters, now) {
+        let readers_turn = match table.readers_turn(key.waiters(), now) {
             Some((ReadersTurn::Turn, until)) => Some(until),
             _ => None,
         };
@@ -236,12 +236,12 @@ impl MemoryBackend {
                         let until = deadline(now, place);
                         table
                             .turns
-                            .insert(key.waiters.clone(), (ReadersTurn::Waiting, until));
+                            .insert(key.waiters().to_owned(), (ReadersTurn::Waiting, until));
                     }
                     return busy(blocker);
                 }
             }
-            table.set_member(&key.readers, token, Some(expires));
+            table.set_member(key.readers(), token, Some(expires));
             return Attempt::Acquired;
         }
         let ours_or_free = match writer {
@@ -249,12 +249,12 @@ impl MemoryBackend {
             None => readers.is_empty() && readers_turn.is_none(),
         };
         if ours_or_free {
-            table.set_member(&key.queue, token, None);
-            table.set_holder(&key.lock, token, expires, now);
+            table.set_member(key.queue(), token, None);
+            table.set_holder(key.lock(), token, expires, now);
             return Attempt::Acquired;
         }
         if !place.is_zero() {
-            table.set_member(&key.queue, token, Some(deadline(now, place)));
+            table.set_member(key.queue(), token, Some(deadline(now, place)));
         }
         busy(
             writer
@@ -267,17 +267,17 @@ impl MemoryBackend {
     pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
         let owned = match key.kind {
             KeyKind::Lock => self.unlock_lock(key, token),
-            KeyKind::Semaphore => self.release_permit(&key.lock, token),
-            KeyKind::Read => self.release_permit(&key.readers, token),
+            KeyKind::Semaphore => self.release_permit(key.lock(), token),
+            KeyKind::Read => self.release_permit(key.readers(), token),
             KeyKind::Write => {
                 let owned = self.unlock_lock(key, token);
                 if owned {
                     self.table()
-                        .give_readers_their_turn(&key.waiters, Instant::now());
+                        .give_readers_their_turn(key.waiters(), Instant::now());
                 }
-                if self.release_permit(&key.queue, token) || owned {
-                    self.queues.wake_every(&key.lock);
-                    self.queues.wake_one(&key.readers);
+                if self.release_permit(key.queue(), token) || owned {
+                    self.queues.wake_every(key.lock());
+                    self.queues.wake_one(key.readers());
                 }
                 return owned;
             }
@@ -285,8 +285,8 @@ impl MemoryBackend {
         if owned {
             // A reader leaving wakes a writer, who waits on the readers' name.
             let channel = match key.kind {
-                KeyKind::Read => &key.readers,
-                _ => &key.lock,
+                KeyKind::Read => key.readers(),
+                _ => key.lock(),
             };
             self.queues.wake_one(channel);
         }
@@ -297,7 +297,7 @@ impl MemoryBackend {
     fn unlock_lock(&self, key: &LockKey, token: &OwnerToken) -> bool {
         let mut table = self.table();
         let now = Instant::now();
-        match table.entries.get_mut(&key.lock) {
+        match table.entries.get_mut(key.lock()) {
             Some(entry) if entry.held_by(token, now) => {
                 entry.holder = None;
                 true
@@ -309,13 +309,13 @@ impl MemoryBackend {
     pub(crate) fn renew(&self, claim: Claim<'_>) -> bool {
         let Claim { key, token, .. } = claim;
         match key.kind {
-            KeyKind::Semaphore => return self.renew_permit(&key.lock, claim),
-            KeyKind::Read => return self.renew_permit(&key.readers, claim),
+            KeyKind::Semaphore => return self.renew_permit(key.lock(), claim),
+            KeyKind::Read => return self.renew_permit(key.readers(), claim),
             KeyKind::Lock | KeyKind::Write => {}
         }
         let now = Instant::now();
         let mut table = self.table();
-        match table.entries.get_mut(&key.lock) {
+        match table.entries.get_mut(key.lock()) {
             Some(Entry {
                 holder: Some(held), ..
             }) if held.token == *token && held.expires > now => {
@@ -335,10 +335,10 @@ impl MemoryBackend {
     pub(crate) fn inspect(&self, key: &LockKey) -> LockState {
         let now = Instant::now();
         let table = self.table();
-        let Some(entry) = table.entries.get(&key.lock) else {
+        let Some(entry) = table.entries.get(key.lock()) else {
             return LockState::default();
         };
-        let held = table.held(&key.lock, now);
+        let held = table.held(key.lock(), now);
         LockState {
             holder: held.map(|held| held.token.as_str().to_owned()),
             remaining: held.map(|held| held.expires - now),
@@ -353,8 +353,8 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut table = self.table();
         let set = match key.kind {
-            KeyKind::Semaphore => &key.lock,
-            KeyKind::Lock | KeyKind::Read | KeyKind::Write => &key.readers,
+            KeyKind::Semaphore => key.lock(),
+            KeyKind::Lock | KeyKind::Read | KeyKind::Write => key.readers(),
         };
         let members = table.live_members(set, now);
         let holders = members
@@ -374,12 +374,12 @@ impl MemoryBackend {
             holders,
             holder_count,
             writer: table
-                .held(&key.lock, now)
+                .held(key.lock(), now)
                 .map(|held| (held.token.as_str().to_owned(), held.expires - now)),
-            writers_waiting: table.live_members(&key.queue, now).len(),
+            writers_waiting: table.live_members(key.queue(), now).len(),
             fence: table
                 .entries
-                .get(&key.lock)
+                .get(key.lock())
                 .map(|entry| entry.fence)
                 .filter(|fence| *fence > 0),
         }
@@ -388,16 +388,16 @@ impl MemoryBackend {
     /// Frees `key` whoever holds it, raises its fencing counter as `fence`
     /// issues tokens, and wakes its waiters.
     pub(crate) fn force_release(&self, key: &LockKey) -> Evicted {
-        let evicted = self.table().evict_holder(&key.lock, Instant::now());
-        self.queues.wake_all(&key.lock);
+        let evicted = self.table().evict_holder(key.lock(), Instant::now());
+        self.queues.wake_all(key.lock());
         evicted
     }
 
     /// Takes back every permit of the semaphore `key`, as
     /// `semaphore_force_release.lua` does, and wakes every waiter.
     pub(crate) fn force_release_semaphore(&self, key: &LockKey) -> EvictedLeases {
-        let evicted = self.table().evict_members(&key.lock, Instant::now());
-        self.queues.wake_every(&key.lock);
+        let evicted = self.table().evict_members(key.lock(), Instant::now());
+        self.queues.wake_every(key.lock());
         evicted
     }
 
@@ -408,15 +408,15 @@ impl MemoryBackend {
         let now = Instant::now();
         let evicted = {
             let mut table = self.table();
-            let writer = table.evict_holder(&key.lock, now);
+            let writer = table.evict_holder(key.lock(), now);
             EvictedRw {
                 writer: writer.holder,
-                readers: table.evict_members(&key.readers, now),
+                readers: table.evict_members(key.readers(), now),
                 fence: writer.fence,
             }
         };
-        self.queues.wake_every(&key.lock);
-        self.queues.wake_one(&key.readers);
+        self.queues.wake_every(key.lock());
+        self.queues.wake_one(key.readers());
         evicted
     }
 

@@ -108,11 +108,9 @@ macro_rules! dispatch {
     ($backend:expr, $server:ident => $call:expr, $memory:ident => $in_memory:expr) => {
         match $backend {
             Backend::Redis($server) => $call,
-            Backend::Redlock($server) => $call,
+            Backend::Redlock($server) => Box::pin(async { $call }).await,
             Backend::Sentinel(sentinel) => {
-                sentinel
-                    .on_primary(async |$server: &RedisBackend| $call)
-                    .await
+                Box::pin(sentinel.on_primary(async |$server: &RedisBackend| $call)).await
             }
             Backend::Memory($memory) => Ok($in_memory),
         }
@@ -228,13 +226,20 @@ impl Backend {
         match self {
             Backend::Redis(server) if in_one_call => server.try_lock_fenced(claim).await,
             Backend::Sentinel(sentinel) if in_one_call => {
-                sentinel
-                    .on_primary(async |server: &RedisBackend| server.try_lock_fenced(claim).await)
-                    .await
+                Box::pin(
+                    sentinel.on_primary(async |server: &RedisBackend| {
+                        server.try_lock_fenced(claim).await
+                    }),
+                )
+                .await
             }
             _ => {
-                let (attempt, fence) =
-                    tokio::join!(self.try_lock(claim, taking), self.fence(claim));
+                // Boxed: two steps' states at once, on the backends
+                // whose steps are large already.
+                let (attempt, fence) = Box::pin(async {
+                    tokio::join!(self.try_lock(claim, taking), self.fence(claim))
+                })
+                .await;
                 let attempt = attempt?;
                 let fence = match (attempt, fence) {
                     (Attempt::Acquired, Ok(fence)) => fence,

@@ -122,7 +122,7 @@ impl NativeRelease {
             NativeRelease::DelIfEq => redis::cmd("DELIFEQ"),
             NativeRelease::DelExIfEq => redis::cmd("DELEX"),
         };
-        command.arg(&key.lock);
+        command.arg(key.lock());
         if self == NativeRelease::DelExIfEq {
             command.arg("IFEQ");
         }
@@ -138,7 +138,7 @@ pub(super) async fn renew(
     claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
     let token = claim.token.as_str();
-    let set: Option<()> = set_command(&claim.key.lock, token)
+    let set: Option<()> = set_command(claim.key.lock(), token)
         .arg("IFEQ")
         .arg(token)
         .arg("PX")

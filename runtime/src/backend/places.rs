@@ -50,9 +50,9 @@ pub(super) async fn refresh(
 ) -> Result<PlacesSeen, RedisError> {
     let mut invocation = scripts::REFRESH_PLACES.prepare_invoke();
     invocation
-        .key(&key.lock)
-        .key(&key.queue)
-        .key(&key.waiters)
+        .key(key.lock())
+        .key(key.queue())
+        .key(key.waiters())
         .arg(refresh.seq)
         .arg(millis(refresh.place));
     for (token, lease_ms) in refresh.waiters {

@@ -116,7 +116,8 @@ impl RedisBackend {
             seq,
         } = taking;
         if let Some(replicas) = replicas {
-            return self.try_lock_replicated(claim, replicas, queue_for).await;
+            // Boxed: its state is several times an unreplicated attempt's.
+            return Box::pin(self.try_lock_replicated(claim, replicas, queue_for)).await;
         }
         let connection = &mut self.commands.clone();
         let reply = if queue_for.is_zero() {
@@ -195,16 +196,16 @@ impl RedisBackend {
             return Ok(attempt);
         }
         tracing::warn!(
-            key = %key.user,
+            key = %key.user(),
             acknowledged,
             required = replicas.replicas,
             "lock reached too few replicas in time; releasing it"
         );
         if let Err(err) = self.unlock(key, token).await {
-            tracing::warn!(key = %key.user, error = %err, "release of the unreplicated lock failed; it expires after its TTL");
+            tracing::warn!(key = %key.user(), error = %err, "release of the unreplicated lock failed; it expires after its TTL");
         }
         Err(LockError::NotReplicated {
-            key: key.user.clone(),
+            key: key.user().to_owned(),
             acknowledged,
             required: replicas.replicas,
         })
@@ -293,8 +294,8 @@ impl RedisBackend {
                 }
                 renew(commands, claim).await
             }
-            KeyKind::Semaphore => renew_member(commands, &key.lock, claim).await,
-            KeyKind::Read => renew_member(commands, &key.readers, claim).await,
+            KeyKind::Semaphore => renew_member(commands, key.lock(), claim).await,
+            KeyKind::Read => renew_member(commands, key.readers(), claim).await,
         })
         .await
     }
@@ -468,8 +469,8 @@ async fn release_any(
 ) -> Result<bool, RedisError> {
     match key.kind {
         KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
-        KeyKind::Semaphore => release_member(connection, &key.lock, token, sharded).await,
-        KeyKind::Read => release_member(connection, &key.readers, token, sharded).await,
+        KeyKind::Semaphore => release_member(connection, key.lock(), token, sharded).await,
+        KeyKind::Read => release_member(connection, key.readers(), token, sharded).await,
         KeyKind::Write => release_write(connection, key, token, sharded).await,
     }
 }

@@ -170,7 +170,7 @@ impl RedlockBackend {
     fn refuse_semaphore(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
             "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
-            key.user
+            key.user()
         ))
     }
 
@@ -179,7 +179,7 @@ impl RedlockBackend {
     fn refuse_rwlock(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
             "read/write lock `{}`: Redlock does not support read/write locks; use a single Redis server, Sentinel or a Redis Cluster for read/write locks (a manager of its own if your locks stay on Redlock)",
-            key.user
+            key.user()
         ))
     }
 
@@ -306,7 +306,7 @@ impl RedlockBackend {
             if elapsed < validity::validity(ttl) {
                 return Ok(Attempt::Acquired);
             }
-            tracing::debug!(key = %key.user, ?elapsed, "Redlock quorum granted, but too late; releasing");
+            tracing::debug!(key = %key.user(), ?elapsed, "Redlock quorum granted, but too late; releasing");
         }
         self.release_everywhere(key, token, timeout).await;
         let answered = round.granted + round.busy.len();
@@ -321,7 +321,7 @@ impl RedlockBackend {
             Some(longest) if round.granted == 0 => longest,
             _ => jitter(),
         };
-        tracing::debug!(key = %key.user, granted = round.granted, busy = round.busy.len(), failed = round.failed.len(), "Redlock round without quorum");
+        tracing::debug!(key = %key.user(), granted = round.granted, busy = round.busy.len(), failed = round.failed.len(), "Redlock round without quorum");
         Ok(Attempt::Busy {
             remaining: Some(remaining),
         })
@@ -585,12 +585,12 @@ impl RedlockBackend {
     }
 
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
-        self.notifications.local_waiters(&key.lock)
+        self.notifications.local_waiters(key.lock())
     }
 
     /// Joins the local waiters of `key` and subscribes on a quorum of nodes.
     pub(crate) async fn watch(&self, key: &LockKey) -> WaitTicket {
-        self.notifications.watch(&key.lock, self.quorum).await
+        self.notifications.watch(key.lock(), self.quorum).await
     }
 
     /// Longest wait for one node's answer.
@@ -614,7 +614,7 @@ impl RedlockBackend {
             timeout,
             |mut node| async move {
                 scripts::FENCE_FLOOR
-                    .key(&key.fence)
+                    .key(key.fence())
                     .arg(fence)
                     .arg(fence_retention_ms(ttl_ms))
                     .invoke_async::<i64>(&mut node)

@@ -47,7 +47,7 @@ pub(super) async fn acquire_rw(
     let (granted, value): (i64, i64) = run_script!(
         script,
         connection,
-        keys [&key.lock, &key.readers, &key.queue, &key.waiters],
+        keys [key.lock(), key.readers(), key.queue(), key.waiters()],
         args [token.as_str(), ttl_ms, millis(place)]
     )?;
     Ok(attempt_from_reply(granted, value))
@@ -66,7 +66,7 @@ pub(super) async fn release_write(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [&key.lock, &key.queue, &key.readers, &key.waiters],
+        keys [key.lock(), key.queue(), key.readers(), key.waiters()],
         args [token.as_str(), millis(READERS_TURN)]
     )?;
     Ok(released == 1)

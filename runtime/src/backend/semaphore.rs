@@ -53,7 +53,7 @@ pub(super) async fn acquire_permit(
     let (granted, value): (i64, i64) = run_script!(
         scripts::SEMAPHORE_ACQUIRE,
         connection,
-        keys [&key.lock],
+        keys [key.lock()],
         args [token.as_str(), ttl_ms, permits]
     )?;
     Ok(PermitAttempt::from_reply(granted, value))

@@ -41,7 +41,7 @@ pub(crate) async fn run<H: Held, F: Future>(
         let key = leases
             .iter()
             .find(|lease| lease.is_lost())
-            .map_or_else(String::new, |lease| lease.key.user.clone());
+            .map_or_else(String::new, |lease| lease.key.user().to_owned());
         drop(held);
         return Err(LockError::LeaseLost { key });
     };

@@ -54,7 +54,7 @@ impl HeldLease {
 
     /// The key as given to the acquisition, without namespace.
     pub fn key(&self) -> &str {
-        &self.lease.key.user
+        self.lease.key.user()
     }
 
     /// This holder's owner token: 128 random bits as 32 hex digits, then
@@ -244,7 +244,7 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
         Err(_) => match lease.manager.runtime() {
             Some(runtime) => SpawnedRelease::new(lease, sent, Fallback::None).spawn(runtime),
             None => tracing::warn!(
-                key = %lease.key.user,
+                key = %lease.key.user(),
                 "lock released outside a Tokio runtime; the lock expires after its TTL"
             ),
         },
@@ -293,7 +293,7 @@ impl SpawnedRelease {
             let _ = unlock(&self.lease).await;
         } else {
             let resent = end_lock(&self.lease).await;
-            tracing::debug!(key = %self.lease.key.user, ?resent, "release sent again after a cancelled release()");
+            tracing::debug!(key = %self.lease.key.user(), ?resent, "release sent again after a cancelled release()");
         }
         self.done = true;
     }
@@ -307,7 +307,7 @@ impl Drop for SpawnedRelease {
         if let (Fallback::ManagersRuntime, Some(runtime)) =
             (self.fallback, self.lease.manager.runtime())
         {
-            tracing::debug!(key = %self.lease.key.user, "release task dropped with its runtime; sending it again on the manager's runtime");
+            tracing::debug!(key = %self.lease.key.user(), "release task dropped with its runtime; sending it again on the manager's runtime");
             // The first may have arrived: a lock no longer ours is then not
             // a loss to report.
             let again = SpawnedRelease {
@@ -320,7 +320,7 @@ impl Drop for SpawnedRelease {
             again.spawn(runtime);
             return;
         }
-        tracing::warn!(key = %self.lease.key.user, "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
+        tracing::warn!(key = %self.lease.key.user(), "the Tokio runtime shut down before the lock's release completed; unless it arrived, the lock expires after its TTL");
     }
 }
 
@@ -333,7 +333,7 @@ pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
             let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
             let kept = backend.renew(lease.claim(left_ms)).await?;
             if kept {
-                tracing::debug!(key = %lease.key.user, ?left, "lock kept for the rest of its hold_at_least");
+                tracing::debug!(key = %lease.key.user(), ?left, "lock kept for the rest of its hold_at_least");
             }
             Ok(kept)
         }
@@ -350,24 +350,24 @@ async fn unlock(lease: &Lease) -> Result<(), LockError> {
 fn settle(lease: &Lease, ended: Result<bool, LockError>) -> Result<(), LockError> {
     match ended {
         Ok(true) => {
-            tracing::debug!(key = %lease.key.user, "lock released");
+            tracing::debug!(key = %lease.key.user(), "lock released");
             Ok(())
         }
         Ok(false) => {
             lease.mark_lost();
-            tracing::warn!(key = %lease.key.user, "release found the lock no longer ours: the lease had expired or was taken over");
+            tracing::warn!(key = %lease.key.user(), "release found the lock no longer ours: the lease had expired or was taken over");
             Err(LockError::LeaseLost {
-                key: lease.key.user.clone(),
+                key: lease.key.user().to_owned(),
             })
         }
         Err(err) if lease.is_lost() => {
-            tracing::warn!(key = %lease.key.user, error = %err, "release of a lost lease failed; the lock expires after its TTL");
+            tracing::warn!(key = %lease.key.user(), error = %err, "release of a lost lease failed; the lock expires after its TTL");
             Err(LockError::LeaseLost {
-                key: lease.key.user.clone(),
+                key: lease.key.user().to_owned(),
             })
         }
         Err(err) => {
-            tracing::warn!(key = %lease.key.user, error = %err, "release failed; the lock expires after its TTL");
+            tracing::warn!(key = %lease.key.user(), error = %err, "release failed; the lock expires after its TTL");
             Err(err)
         }
     }

@@ -77,7 +77,7 @@ impl Lease {
         });
         let span = tracing::info_span!(
             "lock.hold",
-            key = %key.user,
+            key = %key.user(),
             lock = %label,
             kind = label.kind(),
             fencing_token = tracing::field::Empty,
@@ -179,7 +179,7 @@ impl Lease {
         if self.key.kind == KeyKind::Read {
             return Err(LockError::InvalidOptions(format!(
                 "read/write lock `{}`: readers carry no fencing token (only writers change what the lock protects); ask for it under the write lock",
-                self.key.user
+                self.key.user()
             )));
         }
         let issue = || async {
@@ -228,7 +228,7 @@ impl Lease {
 
     fn lost_error(&self) -> LockError {
         LockError::LeaseLost {
-            key: self.key.user.clone(),
+            key: self.key.user().to_owned(),
         }
     }
 

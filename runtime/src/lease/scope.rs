@@ -61,7 +61,7 @@ pub(crate) async fn enter_all<F: std::future::Future>(
 pub(crate) fn find(manager: &crate::LockManager, lock_key: &str) -> Option<Arc<Lease>> {
     HELD.try_with(|held| {
         held.iter()
-            .find(|lease| lease.manager.same_as(manager) && lease.key.lock == lock_key)
+            .find(|lease| lease.manager.same_as(manager) && lease.key.lock() == lock_key)
             .cloned()
     })
     .ok()
@@ -96,7 +96,7 @@ pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
     let lease = HELD
         .try_with(|held| {
             held.locks()
-                .find(|lease| lease.key.kind == KeyKind::Lock && lease.key.user == key)
+                .find(|lease| lease.key.kind == KeyKind::Lock && lease.key.user() == key)
                 .cloned()
         })
         .ok()
@@ -127,7 +127,7 @@ pub fn held_locks() -> Vec<String> {
                     .iter()
                     .any(|outer| Arc::ptr_eq(outer, lease))
             })
-            .map(|(_, lease)| lease.key.user.clone())
+            .map(|(_, lease)| lease.key.user().to_owned())
             .collect()
     })
     .unwrap_or_default()

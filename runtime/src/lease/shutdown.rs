@@ -77,7 +77,7 @@ async fn release_at_shutdown(lease: Arc<Lease>) {
     // The holder is no longer protected: tell it, as a lost lease does.
     lease.mark_lost();
     if let Err(err) = end_lock(&lease).await {
-        tracing::warn!(key = %lease.key.user, error = %err, "shutdown: release failed; the lock expires after its TTL");
+        tracing::warn!(key = %lease.key.user(), error = %err, "shutdown: release failed; the lock expires after its TTL");
     }
 }
 

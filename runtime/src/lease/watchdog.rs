@@ -581,7 +581,7 @@ impl Watchdog {
     fn report_expired(&self) {
         for lease in &self.leases {
             if !lease.has_ended() {
-                tracing::warn!(key = %lease.key.user, "fixed lease expired while its guard was still alive");
+                tracing::warn!(key = %lease.key.user(), "fixed lease expired while its guard was still alive");
                 lease.status.send_replace(LeaseStatus::Lost);
             }
         }
@@ -625,7 +625,7 @@ impl Watchdog {
             Answer::Told(Renewal::Renewed)
                 if lease.extend(sent + lease::validity(self.ttl), now) =>
             {
-                tracing::trace!(key = %lease.key.user, "lease renewed");
+                tracing::trace!(key = %lease.key.user(), "lease renewed");
                 (Some(sent + self.period()), Some("ok"))
             }
             Answer::Told(Renewal::Renewed) => (None, None),
@@ -637,11 +637,11 @@ impl Watchdog {
                 (None, None)
             }
             Answer::Told(Renewal::Unknown) => {
-                tracing::debug!(key = %lease.key.user, "renewal undecided; retrying until the lease's validity ends");
+                tracing::debug!(key = %lease.key.user(), "renewal undecided; retrying until the lease's validity ends");
                 (Some(self.retry(valid_until, now)), Some("failed"))
             }
             Answer::Failed(err) => {
-                tracing::debug!(key = %lease.key.user, error = %err, "renewal failed; retrying until the lease's validity ends");
+                tracing::debug!(key = %lease.key.user(), error = %err, "renewal failed; retrying until the lease's validity ends");
                 (Some(self.retry(valid_until, now)), Some("failed"))
             }
             Answer::Unanswered => (Some(now), None),
@@ -706,7 +706,7 @@ impl WatchedLease {
 
     fn report_lost(&self, why: &str) {
         if !self.has_ended() {
-            tracing::warn!(key = %self.key.user, "lease lost: {why}");
+            tracing::warn!(key = %self.key.user(), "lease lost: {why}");
         }
         self.status.send_replace(LeaseStatus::Lost);
     }
