@@ -19,9 +19,12 @@
 //! | `leasehold_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
 //! | `leasehold_waiters` | gauge | tasks of this process waiting for a lock now |
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
+
+use metrics::{Key, Label, Metadata, SharedString};
 
 use tracing::Instrument;
 
@@ -80,52 +83,165 @@ pub fn describe_metrics() {
 }
 
 /// The `lock` label of an acquisition with neither a key template nor a
-/// label: one string shared by all of them, so that [`MetricLabel::same`]
-/// finds them alike without comparing bytes.
-static UNLABELLED: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from("unlabelled"));
+/// label.
+const UNLABELLED: &str = "unlabelled";
 
-/// The `lock` and `kind` labels of an acquisition's metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MetricLabel {
+/// How many (`lock`, `kind`) label pairs keep their metric keys for the
+/// life of the process; the labels past it build theirs per use. Far more
+/// than a service has templates and labels: only labels made per call
+/// (which also make a series each) reach it.
+const KEPT_LABELS: usize = 4096;
+
+/// Where the metrics are reported from, as the `metrics` macros would say.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// The metric keys of every (`lock`, `kind`) label pair seen, by `lock`
+/// then kind: a recording then costs no key construction (a label list and
+/// a hash each), only the recorder's lookup of a ready key. The recorder is
+/// asked on every recording, so one installed later is used from then on.
+static KEPT: LazyLock<RwLock<KeptLabels>> = LazyLock::new(RwLock::default);
+
+/// Each `lock` label's keys, by kind ([`kind_index`]).
+type KeptLabels = HashMap<Arc<str>, [Option<Arc<LabelKeys>>; 4]>;
+
+/// The `lock` and `kind` labels of an acquisition's metrics, with its
+/// metric keys.
+#[derive(Debug, Clone)]
+pub(crate) struct MetricLabel(Arc<LabelKeys>);
+
+/// One label pair's metric keys, each built on its first use.
+#[derive(Debug)]
+struct LabelKeys {
     lock: Arc<str>,
     kind: &'static str,
+    acquisitions: [OnceLock<Key>; 4],
+    wait: OnceLock<Key>,
+    hold: OnceLock<Key>,
+    lost: OnceLock<Key>,
+    renewals: [OnceLock<Key>; 3],
+    handoffs: OnceLock<Key>,
+    waiters: OnceLock<Key>,
+}
+
+/// Acquisition outcomes, in the order of [`LabelKeys::acquisitions`].
+const ACQUISITION_OUTCOMES: [&str; 4] = ["ok", "timeout", "busy", "error"];
+/// How a lease's renewal ended, as `leasehold_renewals_total` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RenewalOutcome {
+    /// Renewed.
+    Ok,
+    /// Not answered or not decided: retried within the lease's validity.
+    Failed,
+    /// The lock was no longer ours: the lease is lost.
+    Refused,
+}
+
+impl RenewalOutcome {
+    /// The `outcome` label, and the index in [`LabelKeys::renewals`].
+    fn label_and_index(self) -> (&'static str, usize) {
+        match self {
+            RenewalOutcome::Ok => ("ok", 0),
+            RenewalOutcome::Failed => ("failed", 1),
+            RenewalOutcome::Refused => ("refused", 2),
+        }
+    }
+}
+
+impl LabelKeys {
+    fn new(lock: Arc<str>, kind: &'static str) -> Self {
+        LabelKeys {
+            lock,
+            kind,
+            acquisitions: Default::default(),
+            wait: OnceLock::new(),
+            hold: OnceLock::new(),
+            lost: OnceLock::new(),
+            renewals: Default::default(),
+            handoffs: OnceLock::new(),
+            waiters: OnceLock::new(),
+        }
+    }
+
+    /// `slot`'s key, `name` with this pair's labels and `outcome` if any.
+    fn key<'a>(
+        &self,
+        slot: &'a OnceLock<Key>,
+        name: &'static str,
+        outcome: Option<&'static str>,
+    ) -> &'a Key {
+        slot.get_or_init(|| {
+            let mut labels = vec![
+                Label::new("lock", SharedString::from(Arc::clone(&self.lock))),
+                Label::from_static_parts("kind", self.kind),
+            ];
+            if let Some(outcome) = outcome {
+                labels.push(Label::from_static_parts("outcome", outcome));
+            }
+            Key::from_parts(name, labels)
+        })
+    }
+}
+
+/// Index of `kind` in a [`KEPT`] entry.
+fn kind_index(kind: KeyKind) -> usize {
+    match kind {
+        KeyKind::Lock => 0,
+        KeyKind::Semaphore => 1,
+        KeyKind::Read => 2,
+        KeyKind::Write => 3,
+    }
+}
+
+fn counter(key: &Key) -> metrics::Counter {
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+}
+
+fn histogram(key: &Key) -> metrics::Histogram {
+    metrics::with_recorder(|recorder| recorder.register_histogram(key, &METADATA))
 }
 
 impl MetricLabel {
     /// `lock`: the options' key template if known, else their label, else
     /// `unlabelled`; `kind`: what a key of `kind` holds.
     pub(crate) fn new(options: &LockOptions, kind: KeyKind) -> Self {
-        let lock = options
+        let lock: &str = options
             .template
-            .as_ref()
-            .or(options.label.as_ref())
-            .cloned()
-            .unwrap_or_else(|| Arc::clone(&UNLABELLED));
-        let kind = match kind {
-            KeyKind::Lock => "lock",
-            KeyKind::Semaphore => "permit",
-            KeyKind::Read => "read",
-            KeyKind::Write => "write",
+            .as_deref()
+            .or(options.label.as_deref())
+            .unwrap_or(UNLABELLED);
+        let index = kind_index(kind);
+        let kept = KEPT
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(lock)
+            .and_then(|kinds| kinds[index].clone());
+        if let Some(keys) = kept {
+            return MetricLabel(keys);
+        }
+        let mut kept = KEPT.write().unwrap_or_else(PoisonError::into_inner);
+        let full = kept.len() >= KEPT_LABELS;
+        let kinds = match kept.get_mut(lock) {
+            Some(kinds) => kinds,
+            None if full => {
+                return MetricLabel(Arc::new(LabelKeys::new(lock.into(), kind_label(kind))));
+            }
+            None => kept.entry(Arc::from(lock)).or_default(),
         };
-        MetricLabel { lock, kind }
-    }
-
-    /// The `lock` label's value, shared rather than copied: a renewal
-    /// counts one per lease and second.
-    fn value(&self) -> Arc<str> {
-        Arc::clone(&self.lock)
+        let keys = kinds[index]
+            .get_or_insert_with(|| Arc::new(LabelKeys::new(lock.into(), kind_label(kind))));
+        MetricLabel(Arc::clone(keys))
     }
 
     /// Whether `other` is known, without comparing bytes, to carry the same
-    /// labels: it shares this label's string (labels cloned from one set
-    /// of options, or both unlabelled) and kind.
+    /// labels: both share one pair's keys (every pair kept shares them).
     pub(crate) fn same(&self, other: &MetricLabel) -> bool {
-        Arc::ptr_eq(&self.lock, &other.lock) && std::ptr::eq(self.kind, other.kind)
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The `kind` label: `lock`, `read`, `write` or `permit`.
     pub(crate) fn kind(&self) -> &'static str {
-        self.kind
+        self.0.kind
     }
 
     /// Runs `acquisition` of `key`, which waits up to `wait`, in a
@@ -141,7 +257,7 @@ impl MetricLabel {
             "lock.acquire",
             key,
             lock = %self,
-            kind = self.kind,
+            kind = self.0.kind,
             waited_ms = tracing::field::Empty,
             acquired = tracing::field::Empty,
         );
@@ -161,54 +277,73 @@ impl MetricLabel {
     /// `Ok(None)` busy or timed out (`waited` says which), `Busy` busy.
     fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
         let outcome = match result {
-            Ok(Some(_)) => "ok",
-            Ok(None) if waited => "timeout",
-            Ok(None) => "busy",
-            Err(LockError::Timeout { .. }) => "timeout",
-            Err(LockError::Busy { .. }) => "busy",
-            Err(_) => "error",
+            Ok(Some(_)) => 0,
+            Ok(None) if waited => 1,
+            Ok(None) => 2,
+            Err(LockError::Timeout { .. }) => 1,
+            Err(LockError::Busy { .. }) => 2,
+            Err(_) => 3,
         };
-        metrics::counter!(ACQUISITIONS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(1);
+        let keys = &self.0;
+        let key = keys.key(
+            &keys.acquisitions[outcome],
+            ACQUISITIONS,
+            Some(ACQUISITION_OUTCOMES[outcome]),
+        );
+        counter(key).increment(1);
     }
 
     /// Records how long an acquisition waited for its lock.
     fn waited(&self, wait: Duration) {
-        metrics::histogram!(WAIT_SECONDS, "lock" => self.value(), "kind" => self.kind)
-            .record(wait.as_secs_f64());
+        let keys = &self.0;
+        histogram(keys.key(&keys.wait, WAIT_SECONDS, None)).record(wait.as_secs_f64());
     }
 
     /// Records a hold that ended after `held`, lost or not.
     pub(crate) fn held(&self, held: Duration, lost: bool) {
-        metrics::histogram!(HOLD_SECONDS, "lock" => self.value(), "kind" => self.kind)
-            .record(held.as_secs_f64());
+        let keys = &self.0;
+        histogram(keys.key(&keys.hold, HOLD_SECONDS, None)).record(held.as_secs_f64());
         if lost {
-            metrics::counter!(LEASES_LOST, "lock" => self.value(), "kind" => self.kind)
-                .increment(1);
+            counter(keys.key(&keys.lost, LEASES_LOST, None)).increment(1);
         }
     }
 
-    /// Counts `count` renewals of one outcome: `ok`, `failed` (will be
-    /// retried) or `refused`.
-    pub(crate) fn renewals(&self, outcome: &'static str, count: u64) {
-        metrics::counter!(RENEWALS, "lock" => self.value(), "kind" => self.kind, "outcome" => outcome).increment(count);
+    /// Counts `count` renewals of one outcome.
+    pub(crate) fn renewals(&self, outcome: RenewalOutcome, count: u64) {
+        let keys = &self.0;
+        let (outcome, index) = outcome.label_and_index();
+        counter(keys.key(&keys.renewals[index], RENEWALS, Some(outcome))).increment(count);
     }
 
     /// Counts a lock a release handed to a waiter of this process.
     pub(crate) fn handoff(&self) {
-        metrics::counter!(HANDOFFS, "lock" => self.value(), "kind" => self.kind).increment(1);
+        let keys = &self.0;
+        counter(keys.key(&keys.handoffs, HANDOFFS, None)).increment(1);
     }
 
     /// Counts a task as waiting until the returned value is dropped.
     pub(crate) fn waiting(&self) -> Waiting {
-        let gauge = metrics::gauge!(WAITERS, "lock" => self.value(), "kind" => self.kind);
+        let keys = &self.0;
+        let key = keys.key(&keys.waiters, WAITERS, None);
+        let gauge = metrics::with_recorder(|recorder| recorder.register_gauge(key, &METADATA));
         gauge.increment(1.0);
         Waiting(gauge)
     }
 }
 
+/// The `kind` label of a key of `kind`.
+fn kind_label(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Lock => "lock",
+        KeyKind::Semaphore => "permit",
+        KeyKind::Read => "read",
+        KeyKind::Write => "write",
+    }
+}
+
 impl std::fmt::Display for MetricLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.lock)
+        f.write_str(&self.0.lock)
     }
 }
 
@@ -218,5 +353,81 @@ pub(crate) struct Waiting(metrics::Gauge);
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use metrics::{Counter, Gauge, Histogram, KeyName, Recorder, Unit};
+
+    use super::*;
+
+    /// A recorder that writes down each key registered with it.
+    #[derive(Default)]
+    struct Registrations(Mutex<Vec<String>>);
+
+    impl Registrations {
+        fn note(&self, key: &Key) {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            let noted = format!("{} {}", key.name(), labels.join(","));
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(noted);
+        }
+
+        fn taken(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        }
+    }
+
+    impl Recorder for Registrations {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            self.note(key);
+            Counter::noop()
+        }
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            self.note(key);
+            Gauge::noop()
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            self.note(key);
+            Histogram::noop()
+        }
+    }
+
+    /// Keys are kept per label, but the recorder is asked at every
+    /// recording: one installed after a label's first use gets everything
+    /// from then on, with the same labels.
+    #[test]
+    fn kept_keys_go_to_whichever_recorder_is_installed_at_each_recording() {
+        let options = LockOptions::new().label("kept-keys-test");
+        let (first, second) = (Registrations::default(), Registrations::default());
+        for recorder in [&first, &second] {
+            let label = MetricLabel::new(&options, KeyKind::Write);
+            metrics::with_local_recorder(recorder, || {
+                label.held(Duration::from_millis(5), true);
+                label.renewals(RenewalOutcome::Refused, 2);
+            });
+        }
+        let expected = [
+            "leasehold_hold_seconds lock=kept-keys-test,kind=write",
+            "leasehold_leases_lost_total lock=kept-keys-test,kind=write",
+            "leasehold_renewals_total lock=kept-keys-test,kind=write,outcome=refused",
+        ];
+        assert_eq!(first.taken(), expected);
+        assert_eq!(second.taken(), expected);
+        assert!(MetricLabel::new(&options, KeyKind::Write)
+            .same(&MetricLabel::new(&options, KeyKind::Write)));
+        assert!(!MetricLabel::new(&options, KeyKind::Write)
+            .same(&MetricLabel::new(&options, KeyKind::Read)));
     }
 }

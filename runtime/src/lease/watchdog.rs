@@ -42,7 +42,7 @@ use tokio::time::timeout_at;
 use crate::backend::{Backend, Claim, Renewal};
 use crate::keys::LockKey;
 use crate::lease::{self, LeaseStatus};
-use crate::telemetry::MetricLabel;
+use crate::telemetry::{MetricLabel, RenewalOutcome};
 use crate::token::OwnerToken;
 use crate::LockError;
 
@@ -473,14 +473,14 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
 /// are the same.
 #[derive(Default)]
 struct Tally<'a> {
-    run: Option<(&'a MetricLabel, &'static str, u64)>,
+    run: Option<(&'a MetricLabel, RenewalOutcome, u64)>,
 }
 
 impl<'a> Tally<'a> {
-    fn count(&mut self, label: &'a MetricLabel, outcome: &'static str) {
+    fn count(&mut self, label: &'a MetricLabel, outcome: RenewalOutcome) {
         match &mut self.run {
             Some((run_label, run_outcome, count))
-                if std::ptr::eq(*run_outcome, outcome) && run_label.same(label) =>
+                if *run_outcome == outcome && run_label.same(label) =>
             {
                 *count += 1;
             }
@@ -619,30 +619,36 @@ impl Watchdog {
         valid_until: Instant,
         sent: Instant,
         answer: Answer<'_>,
-    ) -> (Option<Instant>, Option<&'static str>) {
+    ) -> (Option<Instant>, Option<RenewalOutcome>) {
         let now = Instant::now();
         let settled = match answer {
             Answer::Told(Renewal::Renewed)
                 if lease.extend(sent + lease::validity(self.ttl), now) =>
             {
                 tracing::trace!(key = %lease.key.user(), "lease renewed");
-                (Some(sent + self.period()), Some("ok"))
+                (Some(sent + self.period()), Some(RenewalOutcome::Ok))
             }
             Answer::Told(Renewal::Renewed) => (None, None),
             Answer::Told(Renewal::Refused) => {
                 // Counted at once, not in the batch's runs: whoever learns
                 // of the loss finds the refusal counted.
-                lease.label.renewals("refused", 1);
+                lease.label.renewals(RenewalOutcome::Refused, 1);
                 lease.report_lost("the lock expired or was taken over by another owner");
                 (None, None)
             }
             Answer::Told(Renewal::Unknown) => {
                 tracing::debug!(key = %lease.key.user(), "renewal undecided; retrying until the lease's validity ends");
-                (Some(self.retry(valid_until, now)), Some("failed"))
+                (
+                    Some(self.retry(valid_until, now)),
+                    Some(RenewalOutcome::Failed),
+                )
             }
             Answer::Failed(err) => {
                 tracing::debug!(key = %lease.key.user(), error = %err, "renewal failed; retrying until the lease's validity ends");
-                (Some(self.retry(valid_until, now)), Some("failed"))
+                (
+                    Some(self.retry(valid_until, now)),
+                    Some(RenewalOutcome::Failed),
+                )
             }
             Answer::Unanswered => (Some(now), None),
         };
