@@ -53,6 +53,7 @@ mod backend;
 mod builder;
 mod computed;
 mod error;
+mod hashing;
 mod install;
 mod keys;
 mod kinds;

@@ -19,7 +19,6 @@
 //! | `leasehold_handoffs_total` | counter | locks a release handed straight to a queued waiter of this process |
 //! | `leasehold_waiters` | gauge | tasks of this process waiting for a lock now |
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -28,6 +27,7 @@ use metrics::{Key, Label, Metadata, SharedString};
 
 use tracing::Instrument;
 
+use crate::hashing::FastMap;
 use crate::keys::KeyKind;
 use crate::{LockError, LockOptions};
 
@@ -103,7 +103,7 @@ static METADATA: Metadata<'static> =
 static KEPT: LazyLock<RwLock<KeptLabels>> = LazyLock::new(RwLock::default);
 
 /// Each `lock` label's keys, by kind ([`kind_index`]).
-type KeptLabels = HashMap<Arc<str>, [Option<Arc<LabelKeys>>; 4]>;
+type KeptLabels = FastMap<Arc<str>, [Option<Arc<LabelKeys>>; 4]>;
 
 /// The `lock` and `kind` labels of an acquisition's metrics, with its
 /// metric keys.

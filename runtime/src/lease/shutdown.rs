@@ -2,13 +2,14 @@
 //! leases a manager (with its clones) holds, the releases it has in flight,
 //! and whether it still takes locks.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::sync::Notify;
+
+use crate::hashing::FastMap;
 
 use crate::lease::guard::end_lock;
 use crate::lease::Lease;
@@ -87,7 +88,7 @@ pub(crate) struct Leases {
     /// Set once by `shutdown`: no more acquisitions.
     closed: AtomicBool,
     next_id: AtomicU64,
-    held: Mutex<HashMap<u64, Weak<Lease>>>,
+    held: Mutex<FastMap<u64, Weak<Lease>>>,
     /// Releases sent and not answered yet.
     in_flight: AtomicUsize,
     /// Notified when `in_flight` drops to zero.
@@ -150,7 +151,7 @@ impl Leases {
         }
     }
 
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Lease>>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, FastMap<u64, Weak<Lease>>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
