@@ -14,6 +14,7 @@
 //! (last, so it may hold `|`) to 200 bytes. Every script compares tokens as
 //! whole strings, so the identity part changes nothing in how locks work.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -41,25 +42,31 @@ impl OwnerToken {
 
     /// A token for an acquisition by `identity`'s manager with lease `ttl_ms`
     /// and `label`, taken now. Panics only if the OS random source is broken.
-    /// Written into one buffer: an acquisition makes one of these each.
+    /// Written in this thread's scratch buffer, then copied into its one
+    /// allocation: an acquisition makes one of these each.
     pub(crate) fn issue(identity: &Identity, ttl_ms: u64, label: Option<&str>) -> Self {
+        thread_local! {
+            static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+        }
         let acquired_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
         let label = label.unwrap_or("");
-        let mut token = String::with_capacity(80 + identity.suffix.len() + label.len());
-        push_random_hex(&mut token);
-        token.push('|');
-        push_decimal(&mut token, acquired_ms);
-        token.push('|');
-        push_decimal(&mut token, ttl_ms);
-        token.push('|');
-        token.push_str(&identity.suffix);
-        token.push('|');
-        push_clean(&mut token, label, LABEL_LIMIT, false);
-        OwnerToken(token.into())
+        SCRATCH.with_borrow_mut(|token| {
+            token.clear();
+            push_random_hex(token);
+            token.push('|');
+            push_decimal(token, acquired_ms);
+            token.push('|');
+            push_decimal(token, ttl_ms);
+            token.push('|');
+            token.push_str(&identity.suffix);
+            token.push('|');
+            push_clean(token, label, LABEL_LIMIT, false);
+            OwnerToken(Arc::from(token.as_str()))
+        })
     }
 
     /// The token as stored in Redis.
