@@ -5,31 +5,24 @@ pub(crate) mod body;
 pub(crate) mod guard;
 pub(crate) mod scope;
 pub(crate) mod shutdown;
+pub(crate) mod status;
 pub(crate) mod watchdog;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, OnceCell};
+use tokio::sync::OnceCell;
 
 use crate::backend::Claim;
 use crate::keys::{KeyKind, LockKey};
+use crate::lease::status::{LeaseStatus, StatusCell};
 use crate::lease::watchdog::Watchdog;
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
 use crate::{LockError, LockManager};
 
 pub(crate) use crate::validity::validity;
-
-/// Whether the lease is still ours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LeaseStatus {
-    /// Held, and certainly valid until this instant (monotonic clock).
-    Held { valid_until: Instant },
-    /// Lost: expired before it could be renewed, or taken over.
-    Lost,
-}
 
 /// One acquisition: who, what, for how long, its fencing token once asked
 /// for, and how it is doing.
@@ -42,7 +35,7 @@ pub(crate) struct Lease {
     ttl: Duration,
     /// Issued by the backend on first request, then kept.
     fence: OnceCell<u64>,
-    pub(crate) status: watch::Sender<LeaseStatus>,
+    pub(crate) status: StatusCell,
     watchdog: Option<Arc<Watchdog>>,
     /// Until when a release keeps the lock (`LockOptions::hold_at_least`).
     hold_until: OnceLock<Instant>,
@@ -72,9 +65,7 @@ impl Lease {
         requested_at: Instant,
         label: MetricLabel,
     ) -> Self {
-        let (status, _) = watch::channel(LeaseStatus::Held {
-            valid_until: requested_at + validity(first_lease),
-        });
+        let status = StatusCell::held_until(requested_at + validity(first_lease));
         let span = tracing::info_span!(
             "lock.hold",
             key = %key.user(),
@@ -205,7 +196,7 @@ impl Lease {
     /// token is cached already, it is dropped (unused tokens are harmless).
     pub(crate) fn keep_fence(&self, fence: u64, issued_at: Instant) {
         let valid = matches!(
-            *self.status.borrow(),
+            self.status.get(),
             LeaseStatus::Held { valid_until } if issued_at < valid_until
         );
         if valid {
@@ -254,17 +245,14 @@ impl Lease {
     /// Lost once reported so, and also as soon as the lease is past its
     /// validity, even if the watchdog task has not run yet to report it.
     pub(crate) fn is_lost(&self) -> bool {
-        match *self.status.borrow() {
+        match self.status.get() {
             LeaseStatus::Held { valid_until } => valid_until <= Instant::now(),
             LeaseStatus::Lost => true,
         }
     }
 
     pub(crate) fn valid_until(&self) -> Option<Instant> {
-        match *self.status.borrow() {
-            LeaseStatus::Held { valid_until } => Some(valid_until),
-            LeaseStatus::Lost => None,
-        }
+        self.status.valid_until()
     }
 
     /// Resolves once the lease is lost: reported so by renewal or release, or
@@ -272,29 +260,12 @@ impl Lease {
     /// got to run (a stalled renewal cannot hold this back). Pending while the
     /// lease is held.
     pub(crate) async fn lost(&self) {
-        let mut status = self.status.subscribe();
-        loop {
-            let valid_until = match *status.borrow_and_update() {
-                LeaseStatus::Held { valid_until } => valid_until,
-                LeaseStatus::Lost => return,
-            };
-            if valid_until <= Instant::now() {
-                self.mark_lost();
-                return;
-            }
-            tokio::select! {
-                // The sender lives in `self`, so `changed` cannot fail here.
-                _ = status.changed() => {}
-                // A renewal moves the validity without waking us (see
-                // `watchdog`): at the old one the loop reads the new one.
-                () = tokio::time::sleep_until(valid_until.into()) => {}
-            }
-        }
+        self.status.lost().await;
     }
 
     /// Marks the lease lost for good: a late renewal cannot revive it.
     pub(crate) fn mark_lost(&self) {
-        self.status.send_replace(LeaseStatus::Lost);
+        self.status.mark_lost();
     }
 }
 

@@ -36,12 +36,12 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
 use crate::backend::{Backend, Claim, Renewal};
 use crate::keys::LockKey;
-use crate::lease::{self, LeaseStatus};
+use crate::lease::{self, status::StatusCell};
 use crate::telemetry::{MetricLabel, RenewalOutcome};
 use crate::token::OwnerToken;
 use crate::LockError;
@@ -96,7 +96,7 @@ pub(crate) struct Watchdog {
 struct WatchedLease {
     key: Arc<LockKey>,
     token: OwnerToken,
-    status: watch::Sender<LeaseStatus>,
+    status: StatusCell,
     label: MetricLabel,
     ended: AtomicBool,
 }
@@ -109,7 +109,7 @@ pub(crate) struct Watched {
     pub(crate) token: OwnerToken,
     pub(crate) ttl: Duration,
     pub(crate) renew: bool,
-    pub(crate) status: watch::Sender<LeaseStatus>,
+    pub(crate) status: StatusCell,
     /// When the acquisition was sent.
     pub(crate) sent: Instant,
     /// How long the lease lasts from `sent` until its first renewal: the
@@ -582,7 +582,7 @@ impl Watchdog {
         for lease in &self.leases {
             if !lease.has_ended() {
                 tracing::warn!(key = %lease.key.user(), "fixed lease expired while its guard was still alive");
-                lease.status.send_replace(LeaseStatus::Lost);
+                lease.status.mark_lost();
             }
         }
     }
@@ -672,10 +672,7 @@ impl WatchedLease {
     }
 
     fn valid_until(&self) -> Option<Instant> {
-        match *self.status.borrow() {
-            LeaseStatus::Held { valid_until } => Some(valid_until),
-            LeaseStatus::Lost => None,
-        }
+        self.status.valid_until()
     }
 
     /// Held, not ended, and not reported lost.
@@ -690,31 +687,17 @@ impl WatchedLease {
     }
 
     /// Extends the validity to `renewed_until` unless it has ended by `now`
-    /// (a late renewal cannot revive a lost lease). Whether it was extended.
-    ///
-    /// Silently: nobody waiting on the status is woken by a renewal (with
-    /// one per lease and second, the wake-ups cost more than the rest of
-    /// the renewal). The one who waits, `Lease::lost`, wakes at the validity
-    /// it read, finds the later one and waits again; a loss is always sent.
+    /// (a late renewal cannot revive a lost lease), waking nobody (see
+    /// `status`). Whether it was extended.
     fn extend(&self, renewed_until: Instant, now: Instant) -> bool {
-        let mut extended = false;
-        self.status.send_if_modified(|status| {
-            if let LeaseStatus::Held { valid_until } = status {
-                if *valid_until > now {
-                    *valid_until = renewed_until;
-                    extended = true;
-                }
-            }
-            false
-        });
-        extended
+        self.status.extend(renewed_until, now)
     }
 
     fn report_lost(&self, why: &str) {
         if !self.has_ended() {
             tracing::warn!(key = %self.key.user(), "lease lost: {why}");
         }
-        self.status.send_replace(LeaseStatus::Lost);
+        self.status.mark_lost();
     }
 }
 
