@@ -36,7 +36,7 @@ impl OwnerToken {
     #[cfg(test)]
     pub(crate) fn generate() -> Self {
         let mut hex = String::with_capacity(32);
-        push_random_hex(&mut hex);
+        push_hex(&mut hex, thread_random());
         OwnerToken(hex.into())
     }
 
@@ -54,9 +54,9 @@ impl OwnerToken {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             });
         let label = label.unwrap_or("");
-        SCRATCH.with_borrow_mut(|token| {
+        let write = |token: &mut String, random: [u8; 16]| {
             token.clear();
-            push_random_hex(token);
+            push_hex(token, random);
             token.push('|');
             push_decimal(token, acquired_ms);
             token.push('|');
@@ -66,7 +66,19 @@ impl OwnerToken {
             token.push('|');
             push_clean(token, label, LABEL_LIMIT, false);
             OwnerToken(Arc::from(token.as_str()))
-        })
+        };
+        // A thread being torn down may have neither the scratch buffer nor
+        // the thread's generator left (the generator goes first when both
+        // were set up in this call): a buffer of its own and the system's
+        // generator then, never a panic.
+        SCRATCH
+            .try_with(|scratch| {
+                let mut token = scratch.try_borrow_mut().ok()?;
+                Some(write(&mut token, thread_random()))
+            })
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| write(&mut String::new(), system_random()))
     }
 
     /// The token as stored in Redis.
@@ -165,14 +177,27 @@ impl Holder {
     }
 }
 
-/// Appends 128 random bits to `out` as 32 lowercase hex digits, from the
-/// thread's cryptographic generator (ChaCha12, seeded from the operating
-/// system and reseeded every 64 KiB): unguessable, without a system call
-/// per token.
-fn push_random_hex(out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+/// 128 bits from the thread's cryptographic generator (ChaCha12, seeded
+/// from the operating system and reseeded every 64 KiB): unguessable,
+/// without a system call per token.
+fn thread_random() -> [u8; 16] {
     let mut raw = [0u8; 16];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut raw);
+    raw
+}
+
+/// 128 bits from the operating system, for a thread whose own generator is
+/// gone. Panics only if the OS random source is broken.
+fn system_random() -> [u8; 16] {
+    let mut raw = [0u8; 16];
+    rand::TryRng::try_fill_bytes(&mut rand::rngs::SysRng, &mut raw)
+        .expect("the operating system's random source failed");
+    raw
+}
+
+/// Appends `raw` as 32 lowercase hex digits.
+fn push_hex(out: &mut String, raw: [u8; 16]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = [0u8; 32];
     for (pair, byte) in hex.chunks_exact_mut(2).zip(raw) {
         pair[0] = DIGITS[usize::from(byte >> 4)];
@@ -235,6 +260,34 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A guard dropped in a thread-local's destructor may issue a token
+    /// (releasing, say) after the scratch buffer is gone: it still gets
+    /// one, and nothing panics.
+    #[test]
+    fn a_token_is_issued_while_its_thread_is_torn_down() {
+        struct IssuesOnDrop(std::sync::mpsc::Sender<String>);
+        impl Drop for IssuesOnDrop {
+            fn drop(&mut self) {
+                let identity = Identity::of_this_process(None);
+                let token = OwnerToken::issue(&identity, 1_000, None);
+                let _ = self.0.send(token.as_str().to_owned());
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<Option<IssuesOnDrop>> = const { RefCell::new(None) };
+        }
+        let (sender, issued) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Registered before the scratch buffer, so torn down after it.
+            LATE.with(|late| *late.borrow_mut() = Some(IssuesOnDrop(sender)));
+            OwnerToken::issue(&Identity::of_this_process(None), 1_000, None);
+        })
+        .join()
+        .expect("no panic while the thread is torn down");
+        let token = issued.recv().expect("a token issued in the teardown");
+        assert!(token[..32].bytes().all(|c| c.is_ascii_hexdigit()));
+    }
 
     #[test]
     fn decimals_are_written_as_format_writes_them() {
