@@ -512,6 +512,25 @@ mod tests {
         assert_eq!(slot("123456789"), 12739);
     }
 
+    /// Every name on one user key but its plain lock's own: the lock's
+    /// internal names, its semaphore's and its read/write lock's (`rw`).
+    fn names_besides_the_lock<'a>(
+        key: &'a LockKey,
+        semaphore: &'a LockKey,
+        rw: &'a LockKey,
+    ) -> [&'a str; 8] {
+        [
+            key.fence(),
+            key.queue(),
+            key.waiters(),
+            semaphore.lock(),
+            rw.lock(),
+            rw.fence(),
+            rw.queue(),
+            rw.readers(),
+        ]
+    }
+
     #[test]
     fn every_name_of_a_hash_tagged_lock_shares_one_slot() {
         for namespace in ["lock", "a{b}", "{", "}x{"] {
@@ -520,18 +539,10 @@ mod tests {
                 let key = space.key(user);
                 let semaphore = space.semaphore(user);
                 let rw = space.rwlock(user, KeyKind::Write);
-                let slots = [
-                    key.lock(),
-                    key.fence(),
-                    key.queue(),
-                    key.waiters(),
-                    semaphore.lock(),
-                    rw.lock(),
-                    rw.fence(),
-                    rw.queue(),
-                    rw.readers(),
-                ]
-                .map(slot);
+                let slots: Vec<u16> = std::iter::once(key.lock())
+                    .chain(names_besides_the_lock(&key, &semaphore, &rw))
+                    .map(slot)
+                    .collect();
                 assert!(
                     slots.iter().all(|&s| s == slots[0]),
                     "namespace {namespace:?}, user key {user:?}: names in slots {slots:?}"
@@ -611,17 +622,7 @@ mod tests {
                 .zip(&semaphores)
                 .zip(&rwlocks)
                 .flat_map(|((key, semaphore), rw)| {
-                    [
-                        key.fence(),
-                        key.queue(),
-                        key.waiters(),
-                        semaphore.lock(),
-                        rw.lock(),
-                        rw.fence(),
-                        rw.queue(),
-                        rw.readers(),
-                    ]
-                    .map(|name| (name, key.user()))
+                    names_besides_the_lock(key, semaphore, rw).map(|name| (name, key.user()))
                 })
                 .collect();
             for key in &keys {

@@ -46,32 +46,11 @@ fn start(engine: Engine) -> RedisServer {
     RedisServer::builder().engine(engine).start()
 }
 
-/// Each test runs on Redis 7.0 and on Valkey 9.1: batches are
-/// `renew_batch.lua` on both (a pipeline of Valkey's `SET … IFEQ` was
-/// measured: it saves the server a fifth and costs the client three times
-/// as much, see BENCHMARKS.md), but a lone lease renews natively on Valkey.
-macro_rules! on_both_engines {
-    ($($name:ident),+ $(,)?) => {
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(leasehold_testkit::Engine::Redis).await;
-                }
-            )+
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(leasehold_testkit::Engine::Valkey).await;
-                }
-            )+
-        }
-    };
-}
-
-on_both_engines!(
+// Each test runs on Redis 7.0 and on Valkey 9.1: batches are
+// `renew_batch.lua` on both (a pipeline of Valkey's `SET … IFEQ` was
+// measured: it saves the server a fifth and costs the client three times
+// as much, see BENCHMARKS.md), but a lone lease renews natively on Valkey.
+support::on_both_engines!(
     batches_cut_off_tell_every_lease_before_it_ends,
     batches_blackholed_in_flight_tell_every_lease_before_it_ends,
     batches_delayed_past_the_ttl_tell_every_lease_before_it_ends,

@@ -79,3 +79,31 @@ macro_rules! conformance {
 }
 
 pub(crate) use conformance;
+
+/// Instantiates each `async fn NAME(engine: Engine)` of the invoking module
+/// twice, as `redis::NAME` on Redis 7.0 and `valkey::NAME` on Valkey 9.1:
+/// for behaviour the two servers reach by different commands (scripts on
+/// Redis 7.0, `DELIFEQ` and `SET … IFEQ` on Valkey) that needs a server of
+/// its own per test rather than a [`Harness`](super::Harness).
+#[allow(unused_macros)]
+macro_rules! on_both_engines {
+    ($($name:ident),+ $(,)?) => {
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(leasehold_testkit::Engine::Redis).await;
+                }
+            )+
+        }
+        mod valkey {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(leasehold_testkit::Engine::Valkey).await;
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_both_engines;
