@@ -42,23 +42,23 @@ pub struct Target {
     #[arg(long, global = true, num_args = 2, value_names = ["NAME", "URL,URL,..."], group = "deployment")]
     sentinel: Option<Vec<String>>,
     /// Password the Sentinels ask for (their requirepass, or USER's); the
-    /// URLs' own credentials are the primary's.
-    #[arg(
-        long,
-        global = true,
-        value_name = "PASSWORD",
-        env = "DLOCK_SENTINEL_PASSWORD",
-        hide_env_values = true,
-        requires = "sentinel"
-    )]
+    /// URLs' own credentials are the primary's. Prefer
+    /// --sentinel-password-file or DLOCK_SENTINEL_PASSWORD (read only with
+    /// --sentinel): argv is visible to every user of the host.
+    #[arg(long, global = true, value_name = "PASSWORD", requires = "sentinel")]
     sentinel_password: Option<String>,
-    /// ACL user for --sentinel-password (default: the default user).
+    /// File holding the Sentinels' password (its content without the final
+    /// line break), in place of --sentinel-password.
     #[arg(
         long,
         global = true,
-        value_name = "USER",
-        requires = "sentinel_password"
+        value_name = "PATH",
+        requires = "sentinel",
+        conflicts_with = "sentinel_password"
     )]
+    sentinel_password_file: Option<PathBuf>,
+    /// ACL user for the Sentinels' password (default: the default user).
+    #[arg(long, global = true, value_name = "USER", requires = "sentinel")]
     sentinel_user: Option<String>,
     /// A Redis Cluster, through any of its nodes.
     #[arg(
@@ -86,8 +86,8 @@ impl Target {
             .namespace(self.namespace.as_str())
             .connect_timeout(timeout)
             .response_timeout(timeout);
-        if let Some(password) = &self.sentinel_password {
-            builder = builder.sentinel_credentials(self.sentinel_user.as_deref(), password);
+        if let Some(password) = self.sentinel_password()? {
+            builder = builder.sentinel_credentials(self.sentinel_user.as_deref(), &password);
         }
         let password = password::read(self.password_file.as_deref())?;
         let with_password = |url: &str| match &password {
@@ -110,6 +110,31 @@ impl Target {
             builder.connect(&with_password(&self.url)).await?
         };
         Ok(manager)
+    }
+
+    /// The Sentinels' password, with --sentinel only: from
+    /// --sentinel-password, else --sentinel-password-file, else
+    /// `DLOCK_SENTINEL_PASSWORD` (an ambient variable, so it is read here
+    /// rather than by the parser, which would demand --sentinel of every
+    /// command run with it set). --sentinel-user without one is a usage
+    /// error.
+    fn sentinel_password(&self) -> Result<Option<String>, Failure> {
+        if self.sentinel.is_none() {
+            return Ok(None);
+        }
+        let password = match (&self.sentinel_password, &self.sentinel_password_file) {
+            (Some(password), _) => Some(password.clone()),
+            (None, Some(path)) => Some(password::from_file(path, "--sentinel-password-file")?),
+            (None, None) => std::env::var(password::SENTINEL_PASSWORD_ENV)
+                .ok()
+                .filter(|password| !password.is_empty()),
+        };
+        if password.is_none() && self.sentinel_user.is_some() {
+            return Err(Failure::Usage(
+                "--sentinel-user needs the Sentinels' password: --sentinel-password-file, DLOCK_SENTINEL_PASSWORD or --sentinel-password".into(),
+            ));
+        }
+        Ok(password)
     }
 
     /// The deployment and namespace in a few words, without passwords.

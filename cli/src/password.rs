@@ -1,5 +1,6 @@
 //! The Redis password kept out of argv: read from `--password-file` or
-//! `DLOCK_PASSWORD`, and put into the URLs that carry none.
+//! `DLOCK_PASSWORD`, and put into the URLs that carry none; the Sentinels'
+//! from `--sentinel-password-file` the same way.
 
 use std::path::Path;
 
@@ -8,22 +9,33 @@ use crate::failure::Failure;
 /// The environment variable that holds the password when no file is given.
 pub const PASSWORD_ENV: &str = "DLOCK_PASSWORD";
 
+/// The environment variable that holds the Sentinels' password when neither
+/// option gives it.
+pub const SENTINEL_PASSWORD_ENV: &str = "DLOCK_SENTINEL_PASSWORD";
+
 /// The password from `file` (its content without the final line break),
 /// else from `DLOCK_PASSWORD`, else none. An unreadable file is a usage
 /// error that names the path, never the content.
 pub fn read(file: Option<&Path>) -> Result<Option<String>, Failure> {
     if let Some(path) = file {
-        let content = std::fs::read_to_string(path).map_err(|err| {
-            Failure::Usage(format!(
-                "cannot read --password-file {}: {err}; give a readable file that holds the password",
-                path.display()
-            ))
-        })?;
-        return Ok(Some(content.trim_end_matches(['\n', '\r']).to_owned()));
+        return from_file(path, "--password-file").map(Some);
     }
     Ok(std::env::var(PASSWORD_ENV)
         .ok()
         .filter(|password| !password.is_empty()))
+}
+
+/// The password in the file at `path` (its content without the final line
+/// break), given with `option`. An unreadable file is a usage error that
+/// names the option and the path, never the content.
+pub fn from_file(path: &Path, option: &str) -> Result<String, Failure> {
+    let content = std::fs::read_to_string(path).map_err(|err| {
+        Failure::Usage(format!(
+            "cannot read {option} {}: {err}; give a readable file that holds the password",
+            path.display()
+        ))
+    })?;
+    Ok(content.trim_end_matches(['\n', '\r']).to_owned())
 }
 
 /// `url` with `password` as its password when it has none (its user name,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use leasehold::{LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{ExtraPort, RedisCluster, RedisSentinel, RedisServer};
 use serde_json::Value;
-use support::{dlock, Holder, HOLDER_LABEL, HOLDER_NAME, HOLDER_TTL};
+use support::{dlock, dlock_with_env, Holder, HOLDER_LABEL, HOLDER_NAME, HOLDER_TTL};
 
 /// The name of the test below, which `Holder::start` runs.
 const HOLDER_TEST: &str = "holder_process";
@@ -314,10 +314,14 @@ async fn bad_url_and_unreachable_server_fail_with_a_message_and_no_panic() {
     run.expect_code(2);
 }
 
-/// Sentinels that ask for a password: `--sentinel-password` (or
-/// `DLOCK_SENTINEL_PASSWORD`) reaches them; without it `dlock` fails with
-/// the Sentinels' refusal, and the option alone, without `--sentinel`, is a
-/// usage error.
+/// Sentinels that ask for a password: `--sentinel-password`,
+/// `--sentinel-password-file` or `DLOCK_SENTINEL_PASSWORD` reaches them;
+/// without it `dlock` fails with the Sentinels' refusal. The variable set
+/// in the environment leaves other targets alone (it made every command
+/// without `--sentinel` a usage error). Either option
+/// alone, without `--sentinel`, is a usage error, as are an unreadable file
+/// (named, its content never shown) and `--sentinel-user` without a
+/// password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_password_reaches_sentinels_that_ask_for_one() {
     const PASSWORD: &str = "dlock-sentinel-secret";
@@ -339,6 +343,64 @@ async fn sentinel_password_reaches_sentinels_that_ask_for_one() {
 
     let alone = dlock(&["--sentinel-password", PASSWORD, "ls"], "").await;
     alone.expect_code(2);
+
+    let dir = leasehold_testkit::TempDir::new("dlock-sentinel-password").expect("a temp dir");
+    let file = dir.path().join("sentinel-password");
+    std::fs::write(&file, format!("{PASSWORD}\n")).expect("write the password file");
+    let file = file.to_str().expect("a UTF-8 path");
+    let from_file = dlock(
+        &[&sentinel[..], &["--sentinel-password-file", file, "ls"]].concat(),
+        "",
+    )
+    .await;
+    from_file.expect_code(0);
+    assert!(
+        !from_file.stdout.contains(PASSWORD) && !from_file.stderr.contains(PASSWORD),
+        "{from_file:#?}"
+    );
+    let file_alone = dlock(&["--sentinel-password-file", file, "ls"], "").await;
+    file_alone.expect_code(2);
+    let unreadable = dlock(
+        &[
+            &sentinel[..],
+            &["--sentinel-password-file", "/nonexistent/spw", "ls"],
+        ]
+        .concat(),
+        "",
+    )
+    .await;
+    unreadable.expect_code(2);
+    assert!(
+        unreadable.stderr.contains("/nonexistent/spw"),
+        "{unreadable:#?}"
+    );
+    let from_env = dlock_with_env(
+        &[&sentinel[..], &["ls"]].concat(),
+        &[("DLOCK_SENTINEL_PASSWORD", PASSWORD)],
+        "",
+    )
+    .await;
+    from_env.expect_code(0);
+    // Set in the environment, it is no concern of other targets.
+    let plain = RedisServer::start();
+    let elsewhere = dlock_with_env(
+        &["--url", &plain.url(), "ls"],
+        &[("DLOCK_SENTINEL_PASSWORD", PASSWORD)],
+        "",
+    )
+    .await;
+    elsewhere.expect_code(0);
+
+    let user_alone = dlock(
+        &[&sentinel[..], &["--sentinel-user", "ops", "ls"]].concat(),
+        "",
+    )
+    .await;
+    user_alone.expect_code(2);
+    assert!(
+        user_alone.stderr.contains("--sentinel-user"),
+        "{user_alone:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
