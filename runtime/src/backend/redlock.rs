@@ -770,9 +770,19 @@ impl Tally {
 }
 
 /// A random pause in `JITTER_MS`, so contenders of a split vote do not retry in lockstep.
+/// From the system's generator, not the thread's: a split vote is rare, and
+/// this works in a thread being torn down too (see `token`); the clock's
+/// nanoseconds if the system cannot answer.
 fn jitter() -> Duration {
     let (low, high) = JITTER_MS;
-    let random = rand::Rng::next_u64(&mut rand::rng());
+    let random = rand::TryRng::try_next_u64(&mut rand::rngs::SysRng).unwrap_or_else(|_| {
+        u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .subsec_nanos(),
+        )
+    });
     Duration::from_millis(low + random % (high - low + 1))
 }
 
