@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, RedisServer, RespValue};
-use support::{connect, is_free, lock_value, long, within};
+use support::{connect, is_free, lock_value, long, renewed, within, RENEWED_TTL};
 
 const ACCOUNTS: usize = 5;
 const START_BALANCE: i64 = 1_000;
@@ -291,8 +291,8 @@ async fn keys_of_a_set_are_renewed_together() {
 async fn key_taken_from_a_set_renewed_together_is_lost_alone() {
     let server = RedisServer::start();
     let locks = connect(&server.url()).await;
-    let ttl = Duration::from_millis(600);
-    let both = within(locks.acquire_all(["a", "b"], LockOptions::new().ttl(ttl)))
+    let ttl = RENEWED_TTL;
+    let both = within(locks.acquire_all(["a", "b"], renewed()))
         .await
         .unwrap();
     server.command(&["DEL", "lock:b"]).unwrap();

@@ -12,18 +12,13 @@ use crate::support;
 
 use std::time::Duration;
 
-use leasehold::{LockManager, LockOptions};
+use leasehold::LockManager;
 use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{
-    command_calls, join_within, lock_value, long, poll_async, service_rules, waiting, Harness,
-    ACL_PASSWORD, PROMPTLY,
+    command_calls, join_within, lock_value, long, poll_async, renewed, service_rules, waiting,
+    Harness, ACL_PASSWORD, PAST_ONE_TTL, PROMPTLY,
 };
 use tokio::time::sleep;
-
-/// A lease the watchdog renews every 100 ms.
-fn short() -> LockOptions {
-    LockOptions::new().ttl(Duration::from_millis(300))
-}
 
 /// Script calls the server has answered, of every form.
 fn script_calls(server: &RedisServer) -> u64 {
@@ -35,8 +30,8 @@ fn script_calls(server: &RedisServer) -> u64 {
 
 /// Holds `key` on `locks` through several renewals, then releases it.
 async fn hold_through_renewals(locks: &LockManager, key: &str) {
-    let guard = locks.acquire(key, short()).await.unwrap();
-    sleep(Duration::from_millis(450)).await;
+    let guard = locks.acquire(key, renewed()).await.unwrap();
+    sleep(PAST_ONE_TTL).await;
     assert!(!guard.is_lost(), "renewals kept the lease");
     guard.release().await.unwrap();
 }
@@ -92,7 +87,7 @@ async fn until_marked(server: &RedisServer, key: &str, marked: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over() {
     let h = Harness::valkey().await;
-    let guard = h.a.acquire("k", short()).await.unwrap();
+    let guard = h.a.acquire("k", renewed()).await.unwrap();
     let waiter = tokio::spawn({
         let b = h.b.clone();
         async move {
@@ -106,7 +101,7 @@ async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over() {
     });
     until_marked(h.server(), "k", true).await;
     // Renewals of the marked lock fall back to the script and keep it.
-    sleep(Duration::from_millis(450)).await;
+    sleep(PAST_ONE_TTL).await;
     assert!(!guard.is_lost(), "the holder kept renewing the marked lock");
     let scripts_before = script_calls(h.server());
     guard.release().await.unwrap();

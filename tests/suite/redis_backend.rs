@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use leasehold::{LockError, LockManager, LockOptions};
 use leasehold_testkit::{ExtraPort, RedisServer};
 use support::{
-    assert_lease_lost, command_calls, fence_counter, lock_value, long, reconnect, waiting, Harness,
-    NO_HANG,
+    assert_lease_lost, command_calls, fence_counter, lock_value, long, reconnect, renewed, waiting,
+    Harness, NO_HANG, PAST_ONE_TTL,
 };
 use tokio::time::{sleep, timeout};
 
@@ -113,12 +113,9 @@ async fn release_and_acquire_work_after_script_flush() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_works_after_script_flush() {
     let h = Harness::redis().await;
-    let guard =
-        h.a.acquire("k", LockOptions::new().ttl(Duration::from_millis(300)))
-            .await
-            .unwrap();
+    let guard = h.a.acquire("k", renewed()).await.unwrap();
     h.server().command(&["SCRIPT", "FLUSH"]).unwrap();
-    sleep(Duration::from_millis(700)).await;
+    sleep(PAST_ONE_TTL).await;
     assert!(!guard.is_lost(), "renewal failed after SCRIPT FLUSH");
     assert!(integer(h.server(), &["PTTL", "lock:k"]) > 0);
     guard.release().await.unwrap();

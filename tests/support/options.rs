@@ -8,6 +8,22 @@ use leasehold::LockOptions;
 /// becomes free, a release freed it, not expiry.
 pub const LONG_TTL: Duration = Duration::from_secs(30);
 
+/// A lease the watchdog renews every 500 ms, for tests that show renewals
+/// keep it: a test holding it past one TTL sees two renewals or more, and each
+/// renewal has a second to be answered before the lease's validity ends, more
+/// than a loaded CI machine stalls a task (300 ms leases left 200 ms, which
+/// a busy run missed).
+pub const RENEWED_TTL: Duration = Duration::from_millis(1500);
+
+/// How long a test holds a [`RENEWED_TTL`] lease to see it renewed: past one
+/// TTL, so without renewals it would have ended.
+pub const PAST_ONE_TTL: Duration = Duration::from_millis(1700);
+
+/// Options of a [`RENEWED_TTL`] lease, renewed by the watchdog.
+pub fn renewed() -> LockOptions {
+    LockOptions::new().ttl(RENEWED_TTL)
+}
+
 /// Options with [`LONG_TTL`] and no waiting.
 pub fn long() -> LockOptions {
     LockOptions::new().ttl(LONG_TTL)
