@@ -20,7 +20,8 @@ use tokio::sync::oneshot;
 use tokio::time::timeout;
 
 use support::{
-    assert_lease_lost, connect, proxied_cluster, redlock, Fault, FencedStore, StaleWrite, PROMPTLY,
+    assert_lease_lost, connect, holder_and_other_side, proxied_cluster, redlock, Fault,
+    FencedStore, StaleWrite, PROMPTLY,
 };
 
 const KEY: &str = "partitioned";
@@ -201,21 +202,7 @@ async fn partitioned_single_holder_is_cancelled(fault: Fault) {
 /// holder has been cancelled; the proxies are restored then.
 async fn partitioned_cluster_holder_is_cancelled(fault: Fault) {
     let (_cluster, proxies) = proxied_cluster().await;
-    let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
-    let manager = |response_timeout| {
-        LockManager::builder()
-            .response_timeout(response_timeout)
-            .cluster(&urls)
-    };
-    let a = manager(RESPONSE_TIMEOUT)
-        .await
-        .expect("connect through the proxies");
-    // The other side is not under test: it must only take over once the
-    // proxies are back, reconnecting first, which a loaded machine can take
-    // longer than the holder's 200 ms to answer.
-    let b = manager(PROMPTLY)
-        .await
-        .expect("connect through the proxies");
+    let (a, b) = holder_and_other_side(&proxies, RESPONSE_TIMEOUT).await;
 
     let partitioned = hold_and_partition(&a, LONG_BODY_TICKS, || {
         for proxy in &proxies {

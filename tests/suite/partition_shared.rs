@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use support::{assert_lease_lost, connect, proxied_cluster, PROMPTLY};
+use support::{assert_lease_lost, connect, holder_and_other_side, proxied_cluster, PROMPTLY};
 
 /// Lease of the partitioned holders: a few seconds, so that
 /// the lease's safety margin (6 % of it, see `lease.rs`), which a holder needs
@@ -468,21 +468,7 @@ async fn partitioned_single_holders_are_told(fault: Fault) {
 /// holders have been told; the proxies are restored then.
 async fn partitioned_cluster_holders_are_told(fault: Fault) {
     let (_cluster, proxies) = proxied_cluster().await;
-    let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
-    let manager = |response_timeout| {
-        LockManager::builder()
-            .response_timeout(response_timeout)
-            .cluster(&urls)
-    };
-    let a = manager(RESPONSE_TIMEOUT)
-        .await
-        .expect("connect through the proxies");
-    // The other side is not under test: it must only take over once the
-    // proxies are back, reconnecting first, which a loaded machine can take
-    // longer than the holders' 200 ms to answer.
-    let b = manager(PROMPTLY)
-        .await
-        .expect("connect through the proxies");
+    let (a, b) = holder_and_other_side(&proxies, RESPONSE_TIMEOUT).await;
 
     let first_sent = Instant::now();
     let holders = start_holders(&a).await;

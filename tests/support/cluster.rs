@@ -8,7 +8,7 @@ use std::time::Duration;
 use leasehold::LockManager;
 use leasehold_testkit::{FaultProxy, RedisCluster, RespValue};
 
-use super::wait::poll_async;
+use super::wait::{poll_async, PROMPTLY};
 
 /// The cluster of the tests that hold it now; started again by the first
 /// test after it was dropped, so its processes never outlive the tests.
@@ -95,4 +95,26 @@ pub async fn proxied_cluster() -> (RedisCluster, Vec<FaultProxy>) {
     .await;
     assert!(announced, "the nodes did not announce their proxies' ports");
     (cluster, proxies)
+}
+
+/// Two managers of a [`proxied_cluster`] reached through `proxies`: the
+/// partitioned holder's, with `holder_timeout` as its response timeout, and
+/// the other side's. The other side is cut off with the holder but is not
+/// under test: once the proxies are back it must reconnect, which a loaded
+/// machine can take longer than a holder's short timeout to answer, so it
+/// waits [`PROMPTLY`] for each response.
+pub async fn holder_and_other_side(
+    proxies: &[FaultProxy],
+    holder_timeout: Duration,
+) -> (LockManager, LockManager) {
+    let urls: Vec<String> = proxies.iter().map(FaultProxy::url).collect();
+    let urls = &urls;
+    let manager = |response_timeout| async move {
+        LockManager::builder()
+            .response_timeout(response_timeout)
+            .cluster(urls)
+            .await
+            .expect("connect through the proxies")
+    };
+    (manager(holder_timeout).await, manager(PROMPTLY).await)
 }
