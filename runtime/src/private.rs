@@ -98,30 +98,37 @@ impl<T> Skipped for Option<T> {
 /// (the `try_with_*` one when `B` is [`Skip`], whose skipped call returns
 /// `Ok(T::skipped())`). Lock failures (busy after `wait`, Redis down, lease
 /// lost, nothing installed) come back as `Err(e.into())`, and the body does
-/// not run, or is cancelled.
-pub async fn locked<B, F, T, E>(
+/// not run, or is cancelled. The body is boxed at once, so the annotated
+/// function's future holds a pointer to it, not a copy of it per layer of
+/// the lock's calls.
+pub fn locked<B, F, T, E>(
     manager: Option<LockManager>,
     target: Target,
     options: LockOptions,
     body: F,
-) -> Result<T, E>
+) -> impl Future<Output = Result<T, E>>
 where
     B: OnBusy<T>,
     F: Future<Output = Result<T, E>>,
     E: From<LockError>,
 {
-    let Some(manager) = manager.or_else(installed) else {
-        return Err(LockError::NotInstalled.into());
-    };
-    let ran = if B::SKIPS {
-        attempt(&manager, target, options, body).await
-    } else {
-        wait(&manager, target, options, body).await.map(Some)
-    };
-    match ran {
-        Ok(Some(output)) => output,
-        Ok(None) => B::skipped().map_or_else(|| Err(LockError::NotHeld { key: None }.into()), Ok),
-        Err(err) => Err(err.into()),
+    let body = Box::pin(body);
+    async move {
+        let Some(manager) = manager.or_else(installed) else {
+            return Err(LockError::NotInstalled.into());
+        };
+        let ran = if B::SKIPS {
+            attempt(&manager, target, options, body).await
+        } else {
+            wait(&manager, target, options, body).await.map(Some)
+        };
+        match ran {
+            Ok(Some(output)) => output,
+            Ok(None) => {
+                B::skipped().map_or_else(|| Err(LockError::NotHeld { key: None }.into()), Ok)
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 }
 

@@ -25,6 +25,7 @@ mod conformance_shared;
 mod empty_key;
 mod failover;
 mod fencing;
+mod future_size;
 mod handoff;
 mod leader;
 mod macro_expansion;

@@ -95,7 +95,9 @@ where
     M: Borrow<LockManager>,
 {
     let manager = config.manager.borrow();
-    let handler = async move { inner.call(request).await };
+    // Boxed here, so the lock's futures carry a pointer to the handler's
+    // future, not a copy each.
+    let handler = Box::pin(async move { inner.call(request).await });
     match target.run(manager, config.options.clone(), handler).await {
         Ok(response) => response.map(|response| response.map(LockBody::inner)),
         Err(refused) => Ok(refuse(&config, &target, refused).await),
@@ -125,11 +127,12 @@ where
         let config = Arc::clone(&config);
         let target = target.clone();
         Box::pin(async move {
-            let handler = async move {
+            // Boxed, as in `until_response`.
+            let handler = Box::pin(async move {
                 // The client may be gone: the locked call is then dropped too.
                 let _ = respond.send(inner.call(request).await);
                 std::future::pending().await
-            };
+            });
             target
                 .run(config.manager.borrow(), config.options.clone(), handler)
                 .await

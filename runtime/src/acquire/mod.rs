@@ -38,6 +38,7 @@ pub(crate) mod pending;
 mod places;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -260,13 +261,13 @@ pub(crate) async fn try_acquire(
 }
 
 /// Runs `body` holding `ask` on `user`'s key, taken as [`acquire`] takes
-/// it, in the body runner (`lease::body`).
+/// it, in the body runner (`lease::body`, which says why it is boxed).
 pub(crate) async fn with<F: Future>(
     manager: &LockManager,
     user: &str,
     ask: Ask,
     options: LockOptions,
-    body: F,
+    body: Pin<Box<F>>,
 ) -> Result<F::Output, LockError> {
     let guard = acquire(manager, user, ask, &options).await?;
     body::run(guard, options.on_lost, body).await
@@ -279,7 +280,7 @@ pub(crate) async fn try_with<F: Future>(
     user: &str,
     ask: Ask,
     options: LockOptions,
-    body: F,
+    body: Pin<Box<F>>,
 ) -> Result<Option<F::Output>, LockError> {
     let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
         tracing::info!(key = user, ?ask, "held elsewhere: skipped");
@@ -303,8 +304,11 @@ pub(crate) async fn take(
     let label = MetricLabel::new(options, key.kind);
     // Not boxed: the states of waits, replicated and multi-node steps are
     // boxed where they start, which keeps this one small enough to carry.
-    let acquisition = run(manager, user, key, ask, options, wait, &label);
-    label.observe(user, wait, acquisition).await
+    label
+        .observe(user, wait, || {
+            run(manager, user, key, ask, options, wait, &label)
+        })
+        .await
 }
 
 async fn run(

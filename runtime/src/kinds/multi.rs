@@ -223,6 +223,8 @@ impl LockManager {
         I::Item: AsRef<str>,
         F: Future,
     {
+        // Boxed before the first `.await` (see `lease::body::run`).
+        let body = Box::pin(body);
         let on_lost = options.on_lost;
         let guard = self.acquire_all(keys, options).await?;
         body::run(guard, on_lost, body).await
@@ -244,6 +246,8 @@ impl LockManager {
         I::Item: AsRef<str>,
         F: Future,
     {
+        // Boxed before the first `.await` (see `lease::body::run`).
+        let body = Box::pin(body);
         let on_lost = options.on_lost;
         let Some(guard) = self.try_acquire_all(keys, options).await? else {
             tracing::info!("a lock of the set is held elsewhere: skipped");

@@ -174,7 +174,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, Ask::Read, options, body).await
+        acquire::with(&self.manager, &self.key, Ask::Read, options, Box::pin(body)).await
     }
 
     /// Runs `body` holding the write lease, as [`with_read`](Self::with_read)
@@ -186,7 +186,14 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, Ask::Write, options, body).await
+        acquire::with(
+            &self.manager,
+            &self.key,
+            Ask::Write,
+            options,
+            Box::pin(body),
+        )
+        .await
     }
 
     /// As [`with_read`](Self::with_read), with one attempt: when a writer
@@ -197,7 +204,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, Ask::Read, options, body).await
+        acquire::try_with(&self.manager, &self.key, Ask::Read, options, Box::pin(body)).await
     }
 
     /// As [`with_write`](Self::with_write), with one attempt: when readers
@@ -208,6 +215,13 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, Ask::Write, options, body).await
+        acquire::try_with(
+            &self.manager,
+            &self.key,
+            Ask::Write,
+            options,
+            Box::pin(body),
+        )
+        .await
     }
 }

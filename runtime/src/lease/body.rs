@@ -2,6 +2,7 @@
 //! method and every annotated function's expansion.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::future::select_all;
@@ -25,18 +26,21 @@ pub(crate) trait Held: Sized {
 /// result is `LeaseLost` naming its key; a release that finds a lease no
 /// longer ours gives the same. Then releases, also when the body panics or
 /// this future is dropped (the guards release on drop).
+///
+/// The body comes boxed, and every `with_*` method boxes it before its
+/// first `.await`: the futures between the caller and here then carry a
+/// pointer rather than a copy of the body each, and a body that nests more
+/// locked calls does not grow them level by level.
 pub(crate) async fn run<H: Held, F: Future>(
     held: H,
     on_lost: OnLost,
-    body: F,
+    body: Pin<Box<F>>,
 ) -> Result<F::Output, LockError> {
     let leases = held.leases();
     let span = leases
         .last()
         .map_or_else(tracing::Span::none, |lease| lease.span());
-    // Boxed: a body that nests more locked calls would otherwise grow this
-    // future (and the stack of whoever polls it) with every level.
-    let scoped = Box::pin(scope::enter_all(leases.iter().cloned(), body).instrument(span));
+    let scoped = scope::enter_all(leases.iter().cloned(), body).instrument(span);
     let Some(output) = until_lost(scoped, any_lost(&leases), on_lost).await else {
         let key = leases
             .iter()
