@@ -38,7 +38,6 @@ pub(crate) mod pending;
 mod places;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -261,32 +260,40 @@ pub(crate) async fn try_acquire(
 }
 
 /// Runs `body` holding `ask` on `user`'s key, taken as [`acquire`] takes
-/// it, in the body runner (`lease::body`, which says why it is boxed).
-pub(crate) async fn with<F: Future>(
-    manager: &LockManager,
-    user: &str,
+/// it, in the body runner (`lease::body`). The body is boxed before this
+/// returns, so every future between the caller and the runner carries a
+/// pointer to it rather than a copy.
+pub(crate) fn with<'m, 'u, F: Future>(
+    manager: &'m LockManager,
+    user: &'u str,
     ask: Ask,
     options: LockOptions,
-    body: Pin<Box<F>>,
-) -> Result<F::Output, LockError> {
-    let guard = acquire(manager, user, ask, &options).await?;
-    body::run(guard, options.on_lost, body).await
+    body: F,
+) -> impl Future<Output = Result<F::Output, LockError>> + use<'m, 'u, F> {
+    let body = Box::pin(body);
+    async move {
+        let guard = acquire(manager, user, ask, &options).await?;
+        body::run(guard, options.on_lost, body).await
+    }
 }
 
 /// As [`with`], after one attempt: `None`, and the body does not run, when
 /// the key is held elsewhere.
-pub(crate) async fn try_with<F: Future>(
-    manager: &LockManager,
-    user: &str,
+pub(crate) fn try_with<'m, 'u, F: Future>(
+    manager: &'m LockManager,
+    user: &'u str,
     ask: Ask,
     options: LockOptions,
-    body: Pin<Box<F>>,
-) -> Result<Option<F::Output>, LockError> {
-    let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-        tracing::info!(key = user, ?ask, "held elsewhere: skipped");
-        return Ok(None);
-    };
-    body::run(guard, options.on_lost, body).await.map(Some)
+    body: F,
+) -> impl Future<Output = Result<Option<F::Output>, LockError>> + use<'m, 'u, F> {
+    let body = Box::pin(body);
+    async move {
+        let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
+            tracing::info!(key = user, ?ask, "held elsewhere: skipped");
+            return Ok(None);
+        };
+        body::run(guard, options.on_lost, body).await.map(Some)
+    }
 }
 
 /// Takes `ask` on `user`'s key within `wait`: a re-entry of the running

@@ -50,7 +50,7 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(self, key, Ask::Lock, options, Box::pin(body)).await
+        acquire::with(self, key, Ask::Lock, options, body).await
     }
 
     /// As [`with_lock`](Self::with_lock), but with one attempt: when someone
@@ -64,6 +64,6 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(self, key, Ask::Lock, options, Box::pin(body)).await
+        acquire::try_with(self, key, Ask::Lock, options, body).await
     }
 }

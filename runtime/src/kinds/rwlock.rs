@@ -174,7 +174,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, Ask::Read, options, Box::pin(body)).await
+        acquire::with(&self.manager, &self.key, Ask::Read, options, body).await
     }
 
     /// Runs `body` holding the write lease, as [`with_read`](Self::with_read)
@@ -186,14 +186,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(
-            &self.manager,
-            &self.key,
-            Ask::Write,
-            options,
-            Box::pin(body),
-        )
-        .await
+        acquire::with(&self.manager, &self.key, Ask::Write, options, body).await
     }
 
     /// As [`with_read`](Self::with_read), with one attempt: when a writer
@@ -204,7 +197,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, Ask::Read, options, Box::pin(body)).await
+        acquire::try_with(&self.manager, &self.key, Ask::Read, options, body).await
     }
 
     /// As [`with_write`](Self::with_write), with one attempt: when readers
@@ -215,13 +208,6 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(
-            &self.manager,
-            &self.key,
-            Ask::Write,
-            options,
-            Box::pin(body),
-        )
-        .await
+        acquire::try_with(&self.manager, &self.key, Ask::Write, options, body).await
     }
 }

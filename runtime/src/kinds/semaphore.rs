@@ -149,14 +149,7 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(
-            &self.manager,
-            &self.key,
-            self.ask(),
-            options,
-            Box::pin(body),
-        )
-        .await
+        acquire::with(&self.manager, &self.key, self.ask(), options, body).await
     }
 
     /// As [`with_permit`](Self::with_permit), with one attempt: when all N
@@ -167,14 +160,7 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(
-            &self.manager,
-            &self.key,
-            self.ask(),
-            options,
-            Box::pin(body),
-        )
-        .await
+        acquire::try_with(&self.manager, &self.key, self.ask(), options, body).await
     }
 
     /// What an acquisition of this semaphore asks for.
