@@ -393,4 +393,4 @@ fn millis(duration: Duration) -> u64 {
 /// Renewals of many leases in one script call per server; declared after
 /// `dispatch!`, which it uses.
 mod batch;
-pub(crate) use self::batch::Renewal;
+pub(crate) use self::batch::{Renewal, MOST_PER_CALL};

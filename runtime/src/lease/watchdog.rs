@@ -19,8 +19,12 @@
 //! then kept, retried or reported lost by the rules above, on its own. Each
 //! batch waits for its answer until the earliest validity among its leases
 //! at most. So that renewals fall due together, a lease's renewal time is
-//! moved back to the start of its [`BUCKET`] (a renewal at most 10 ms early,
-//! for a ttl of 120 ms or more); so that leases taken in a burst are not
+//! moved back to the start of its bucket: the period cut into equal
+//! buckets, about one full batch of the timer's leases each, never under
+//! [`BUCKET`] and never more than a sixteenth of the period (a renewal is
+//! then at most that early, and only once: the period is a whole number of
+//! buckets, so later cycles keep their place). For a ttl under 120 ms
+//! nothing is gathered. So that leases taken in a burst are not
 //! renewed in one burst forever after, the first renewal of each comes at a
 //! point spread evenly over the last quarter before `ttl / 3`. No renewal
 //! is ever sent later than `ttl / 3` after the previous one.
@@ -39,7 +43,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::backend::{Backend, Claim, Renewal};
+use crate::backend::{Backend, Claim, Renewal, MOST_PER_CALL};
 use crate::keys::LockKey;
 use crate::lease::{self, status::StatusCell};
 use crate::telemetry::{MetricLabel, RenewalOutcome};
@@ -52,11 +56,15 @@ const MIN_PERIOD: Duration = Duration::from_millis(5);
 /// How long the timer task lingers with nothing to do before it ends.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// The renewals due within one bucket of this length fire together, at its
-/// start, for watchdogs whose period is at least four buckets long.
+/// The narrowest bucket renewals gather in (see [`gathered`]); a period
+/// shorter than four of them is not gathered.
 const BUCKET: Duration = Duration::from_millis(10);
 
-/// Where the buckets start: at this instant and every [`BUCKET`] after it.
+/// The fewest buckets a period is cut into: a gathered renewal is at most a
+/// sixteenth of a period early.
+const FEWEST_BUCKETS: u128 = 16;
+
+/// Where the buckets start: at this instant and every bucket after it.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// Why a lease is lost when its validity ended without a renewal.
@@ -230,7 +238,7 @@ impl RenewalTimer {
             let mut schedule = locked(&self.schedule);
             let mut earliest = None::<Instant>;
             for &(watchdog, at) in due {
-                let at = gathered(at, watchdog.period());
+                let at = gathered(at, watchdog.period(), schedule.due.len());
                 schedule.next_id += 1;
                 let slot = (at, schedule.next_id);
                 schedule.due.insert(slot, Arc::clone(watchdog));
@@ -509,19 +517,38 @@ fn first_renewal_spread(nth: u64, period: Duration) -> Duration {
     Duration::from_nanos(u64::try_from(spread).unwrap_or(0))
 }
 
-/// `at`, or the start of its [`BUCKET`] when `period` is at least four
-/// buckets long (renewing that much early then costs little): renewals due
-/// within one bucket fire together and go out in one batch. Never later
-/// than `at`.
-fn gathered(at: Instant, period: Duration) -> Instant {
-    if period < 4 * BUCKET {
+/// `at`, or the start of its bucket when `period` is at least four
+/// [`BUCKET`]s long: renewals due within one bucket fire together and go
+/// out in one batch. Never later than `at`, and at most a bucket earlier
+/// (see [`buckets_per_period`]).
+fn gathered(at: Instant, period: Duration, scheduled: usize) -> Instant {
+    let buckets = buckets_per_period(period, scheduled);
+    if buckets == 0 {
         return at;
     }
     let Some(since) = at.checked_duration_since(*EPOCH) else {
         return at;
     };
-    let into_bucket = since.as_nanos() % BUCKET.as_nanos();
+    let width = period.as_nanos() / buckets;
+    let into_bucket = since.as_nanos() % width;
     at - Duration::from_nanos(u64::try_from(into_bucket).unwrap_or(0))
+}
+
+/// How many buckets one `period` is cut into while `scheduled` cycles wait
+/// in the timer: enough that a bucket of renewals spread over the period
+/// expects about one full batch ([`MOST_PER_CALL`]), and so no Redis call
+/// burst is longer than it must be, but at least [`FEWEST_BUCKETS`], and
+/// none narrower than [`BUCKET`]. At 1 000 leases renewed every second that
+/// is 16 buckets of 62.5 ms (full batches, where 10 ms buckets sent about 40
+/// leases a call), at 100 000 it is 100 of 10 ms. 0 for a period under four
+/// [`BUCKET`]s: not gathered.
+fn buckets_per_period(period: Duration, scheduled: usize) -> u128 {
+    let narrowest = period.as_nanos() / BUCKET.as_nanos();
+    if narrowest < 4 {
+        return 0;
+    }
+    let full_batches = u128::try_from(scheduled.div_ceil(MOST_PER_CALL)).unwrap_or(u128::MAX);
+    full_batches.max(FEWEST_BUCKETS).min(narrowest)
 }
 
 impl Watchdog {
@@ -725,13 +752,48 @@ mod tests {
     #[test]
     fn a_gathered_renewal_is_never_later_and_at_most_a_bucket_early() {
         let long = Duration::from_secs(1);
-        for offset_ms in 0..50 {
-            let at = *EPOCH + Duration::from_micros(offset_ms * 1_037);
-            let gathered = gathered(at, long);
-            assert!(gathered <= at && at - gathered < BUCKET);
+        for scheduled in [0, 1_000, 10_000, 100_000] {
+            let width = long / u32::try_from(buckets_per_period(long, scheduled)).unwrap();
+            assert!(
+                BUCKET <= width && width <= long / 16,
+                "{scheduled}: {width:?}"
+            );
+            for offset_ms in 0..200 {
+                let at = *EPOCH + Duration::from_micros(offset_ms * 1_037);
+                let gathered = gathered(at, long, scheduled);
+                assert!(gathered <= at && at - gathered < width);
+            }
         }
         let short = 3 * BUCKET;
         let at = *EPOCH + Duration::from_millis(7);
-        assert_eq!(gathered(at, short), at, "a short period is never gathered");
+        assert_eq!(
+            gathered(at, short, 1),
+            at,
+            "a short period is never gathered"
+        );
+    }
+
+    #[test]
+    fn buckets_fill_a_batch_until_they_reach_the_narrowest() {
+        let second = Duration::from_secs(1);
+        assert_eq!(buckets_per_period(second, 1_000), 16, "a sixteenth at most");
+        assert_eq!(buckets_per_period(second, 10_000), 50, "200 leases each");
+        assert_eq!(buckets_per_period(second, 100_000), 100, "10 ms at least");
+        assert_eq!(buckets_per_period(Duration::from_millis(40), 1), 4);
+        assert_eq!(buckets_per_period(Duration::from_millis(39), 1), 0);
+    }
+
+    #[test]
+    fn a_cycle_of_whole_buckets_keeps_its_place() {
+        let second = Duration::from_secs(1);
+        for scheduled in [1_000, 7_300, 100_000] {
+            let first = gathered(*EPOCH + Duration::from_millis(4_321), second, scheduled);
+            let next = gathered(first + second, second, scheduled);
+            let early = first + second - next;
+            assert!(
+                early < Duration::from_micros(1),
+                "{scheduled}: renewed {early:?} early (nanoseconds of rounding at most)"
+            );
+        }
     }
 }
