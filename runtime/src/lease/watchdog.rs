@@ -23,7 +23,9 @@
 //! buckets, about one full batch of the timer's leases each, never under
 //! [`BUCKET`] and never more than a sixteenth of the period (a renewal is
 //! then at most that early, and only once: the period is a whole number of
-//! buckets, so later cycles keep their place). For a ttl under 120 ms
+//! buckets, so later cycles keep their place). A renewal due within half a
+//! period (a short first grant's, a retry) is gathered within its own wait
+//! instead, at most a sixteenth of it early. For a ttl under 120 ms
 //! nothing is gathered. So that leases taken in a burst are not
 //! renewed in one burst forever after, the first renewal of each comes at a
 //! point spread evenly over the last quarter before `ttl / 3`. No renewal
@@ -237,8 +239,10 @@ impl RenewalTimer {
         let (wake, start_timer) = {
             let mut schedule = locked(&self.schedule);
             let mut earliest = None::<Instant>;
+            let now = Instant::now();
             for &(watchdog, at) in due {
-                let at = gathered(at, watchdog.period(), schedule.due.len());
+                let span = gathering_span(at.saturating_duration_since(now), watchdog.period());
+                let at = gathered(at, span, schedule.due.len());
                 schedule.next_id += 1;
                 let slot = (at, schedule.next_id);
                 schedule.due.insert(slot, Arc::clone(watchdog));
@@ -534,6 +538,19 @@ fn gathered(at: Instant, period: Duration, scheduled: usize) -> Instant {
     at - Duration::from_nanos(u64::try_from(into_bucket).unwrap_or(0))
 }
 
+/// The span whose buckets gather a renewal due in `lead`: the watchdog's
+/// `period` for a renewal due about a period from now (a lease's steady
+/// cycle, whose buckets then keep their place), else `lead` itself (a short
+/// first grant's renewal, a retry), so that no renewal is gathered earlier
+/// than a sixteenth of its own wait.
+fn gathering_span(lead: Duration, period: Duration) -> Duration {
+    if lead >= period / 2 {
+        period
+    } else {
+        lead
+    }
+}
+
 /// How many buckets one `period` is cut into while `scheduled` cycles wait
 /// in the timer: enough that a bucket of renewals spread over the period
 /// expects about one full batch ([`MOST_PER_CALL`]), and so no Redis call
@@ -771,6 +788,21 @@ mod tests {
             at,
             "a short period is never gathered"
         );
+    }
+
+    #[test]
+    fn a_renewal_due_soon_is_gathered_within_its_own_wait_not_a_period() {
+        let period = Duration::from_secs(10);
+        assert_eq!(gathering_span(Duration::from_millis(9_990), period), period);
+        assert_eq!(gathering_span(Duration::from_secs(5), period), period);
+        let soon = Duration::from_millis(400);
+        let span = gathering_span(soon, period);
+        assert_eq!(span, soon);
+        for offset_ms in 0..200 {
+            let at = *EPOCH + Duration::from_micros(offset_ms * 3_917);
+            let early = at - gathered(at, span, 1);
+            assert!(early < soon / 16, "{offset_ms}: {early:?} early");
+        }
     }
 
     #[test]
