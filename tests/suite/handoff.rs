@@ -165,8 +165,12 @@ async fn parked_waiters_keep_their_places_with_one_refresh_per_process(engine: E
 /// state changes behind everyone's back: first the lock is granted to the
 /// waiter with no message (as a release whose message was lost), then it is
 /// deleted with no message while the waiter is first in line again. Both
-/// times the waiter gets the lock within a refresh period.
+/// times the waiter gets the lock within a refresh period; the silent grant
+/// it holds as its keeper saw it, in the refresh's own trip: with what the
+/// server had left of the grant (under its 2.9 s), ending before the key's
+/// PTTL, not confirmed to its 30 s ttl.
 async fn parked_waiter_learns_from_its_keeper_what_no_message_told_it(engine: Engine) {
+    const SILENT_GRANT: Duration = Duration::from_millis(2900);
     let server = start(engine);
     let (lock, queue, places) = (
         format!("lock:{KEY}"),
@@ -181,11 +185,10 @@ async fn parked_waiter_learns_from_its_keeper_what_no_message_told_it(engine: En
         let waiting_task = {
             let waiter = waiter.clone();
             tokio::spawn(async move {
-                let guard = waiter
+                waiter
                     .acquire(KEY, waiting(Duration::from_secs(20)))
                     .await
-                    .expect("the waiter gets the lock");
-                guard.release().await.expect("release");
+                    .expect("the waiter gets the lock")
             })
         };
         until_queued(&server, 1).await;
@@ -197,19 +200,41 @@ async fn parked_waiter_learns_from_its_keeper_what_no_message_told_it(engine: En
             server.command(&["ZREM", &queue, &token]).expect("ZREM");
             server.command(&["HDEL", &places, &token]).expect("HDEL");
             server
-                .command(&["SET", &lock, &token, "PX", "2000"])
+                .command(&[
+                    "SET",
+                    &lock,
+                    &token,
+                    "PX",
+                    &SILENT_GRANT.as_millis().to_string(),
+                ])
                 .expect("granted without a message");
         } else {
             server
                 .command(&["DEL", &lock])
                 .expect("freed without a message");
         }
-        join_within(
-            vec![waiting_task],
-            PROMPTLY,
-            &format!("the parked waiter after its lock was {silent_change} silently"),
-        )
-        .await;
+        let guard = timeout(PROMPTLY, waiting_task)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("the parked waiter after its lock was {silent_change} silently")
+            })
+            .expect("spawned task");
+        let client_left = guard
+            .valid_until()
+            .expect("held")
+            .saturating_duration_since(Instant::now());
+        let server_left = pttl(&server);
+        if silent_change == "granted" {
+            assert!(
+                client_left < SILENT_GRANT,
+                "the silent grant was confirmed (validity {client_left:?}), not held as the keeper saw it"
+            );
+            assert!(
+                client_left < server_left,
+                "the waiter believes it holds the lock {client_left:?} more, the server {server_left:?}"
+            );
+        }
+        guard.release().await.expect("release");
     }
 }
 
@@ -552,9 +577,11 @@ async fn granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_bef
             );
         until_queued(&server, 1).await;
         if handoff % 8 == 7 {
-            // Most of a refresh period: the grant is counted from a refresh
-            // the waiter sent well before the release.
-            tokio::time::sleep(Duration::from_millis(600)).await;
+            // Well into a refresh period: the grant is counted from a
+            // refresh the waiter sent well before the release (and its first
+            // renewal, a third of the place after that refresh, is still
+            // more than half a second away when the lease is read).
+            tokio::time::sleep(Duration::from_millis(400)).await;
         }
         if handoff % 10 == 4 {
             // Past a refresh period: the grant is counted from a refresh

@@ -59,6 +59,10 @@ use places::{PLACE_KEPT, PLACE_REFRESH};
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
 
+/// Shortest lease a waiter holds as granted, without confirming it: less
+/// would be gone, or nearly so, before its first renewal could extend it.
+const SHORTEST_GRANT_HELD: Duration = Duration::from_millis(50);
+
 /// Longest pause of a waiter between two attempts, whatever TTL the holder
 /// reports (any client may have set a key with a huge TTL).
 const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
@@ -91,7 +95,7 @@ pub(crate) struct Taken {
     pub(crate) sent: Instant,
     /// How long the lease lasts until its first renewal, when shorter than
     /// the options' ttl: a grant counted from a place refresh (see
-    /// `release.lua`).
+    /// `release.lua` and `refresh_places.lua`).
     pub(crate) first_lease: Option<Duration>,
 }
 
@@ -660,17 +664,22 @@ impl<'a> Request<'a> {
 
     /// The lease a grant gives as it comes, in one trip: a grant counted
     /// from place refresh `seq` lasts min(place, ttl) from when the server
-    /// received that refresh, so counted from when this waiter sent it, it
-    /// ends first. The refresh is one of this waiter's attempts or one of
-    /// its key's keeper's refreshes (`ticket` remembers those). `None` when
-    /// the grant must be confirmed: the refresh is not remembered, the lease
-    /// is not renewed (its first renewal is what extends the short grant to
-    /// the ttl), or replicas must acknowledge it.
+    /// received that refresh, and a lock the key's keeper saw held by this
+    /// waiter has what that refresh saw left (at most the ttl); so counted
+    /// from when the refresh was sent, either ends first. The refresh is one
+    /// of this waiter's attempts or one of its key's keeper's refreshes
+    /// (`ticket` remembers those). `None` when the grant must be confirmed:
+    /// the refresh is not remembered, the lease is not renewed (its first
+    /// renewal is what extends the short grant to the ttl), too little of
+    /// it is left to be worth holding, or replicas must acknowledge it.
     fn taken_as_granted(&self, grant: Grant, ticket: Option<&WaitTicket>) -> Option<Taken> {
-        let Grant::FromRefresh { seq } = grant else {
-            return None;
+        let ttl = Duration::from_millis(self.ttl_ms);
+        let (seq, lease) = match grant {
+            Grant::ToConfirm => return None,
+            Grant::FromRefresh { seq } => (seq, self.place.min(ttl)),
+            Grant::HeldAtRefresh { seq, left } => (seq, left.min(ttl)),
         };
-        if self.replicas.is_some() || !self.renews {
+        if self.replicas.is_some() || !self.renews || lease < SHORTEST_GRANT_HELD {
             return None;
         }
         let own = self
@@ -682,7 +691,7 @@ impl<'a> Request<'a> {
         let sent = own.or_else(|| ticket?.refresh_sent(seq))?;
         Some(Taken {
             sent,
-            first_lease: Some(self.place.min(Duration::from_millis(self.ttl_ms))),
+            first_lease: Some(lease),
         })
     }
 

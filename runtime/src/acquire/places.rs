@@ -1,9 +1,11 @@
 //! One keeper per key and process for its queued waiters' places: it
 //! refreshes all of them with one call a [`PLACE_REFRESH`], where each
 //! waiter used to run a script of its own, and tells a waiter to try again
-//! when it may have missed something (a grant whose message was lost, so
-//! its place is gone; a lock left free with it first in line; a place that
-//! was dropped), so waiters between releases sleep without polling.
+//! when it may have missed something (a lock left free with it first in
+//! line; a place that was dropped), so waiters between releases sleep
+//! without polling. A waiter whose place is gone because a release granted
+//! it the lock is told so with the lock's remaining time, and holds at once
+//! even when the grant's own message comes late or is lost.
 //!
 //! A keeper runs while any waiter of its key keeps a place, on the runtime
 //! of the waiter that started it; if that runtime shuts down, the next
@@ -14,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::wait_queue::{Keeping, Wake};
+use crate::backend::wait_queue::{Grant, Keeping, Wake};
 use crate::backend::{Backend, PlaceRefresh};
 use crate::keys::LockKey;
 
@@ -65,6 +67,12 @@ async fn refresh_places(backend: Arc<Backend>, key: LockKey, mut keeping: Keepin
             };
             match backend.refresh_places(&key, refresh).await {
                 Ok(seen) => {
+                    for (token, left) in &seen.holding {
+                        keeping.tell(
+                            token,
+                            Wake::Granted(Grant::HeldAtRefresh { seq, left: *left }),
+                        );
+                    }
                     for token in seen.first.iter().chain(&seen.missing) {
                         keeping.tell(token, Wake::Woken);
                     }

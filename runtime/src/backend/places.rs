@@ -26,19 +26,34 @@ pub(crate) struct PlaceRefresh<'a> {
 pub(crate) struct PlacesSeen {
     /// When the lock is free: the first live waiter, who may take it.
     pub(crate) first: Option<String>,
-    /// The refreshed waiters that had no place left in the queue.
+    /// The refreshed waiters that had no place left in the queue and do
+    /// not hold the lock (they left, or were dropped as dead).
     pub(crate) missing: Vec<String>,
+    /// The refreshed waiters that hold the lock now (a release granted it),
+    /// each with the lock's remaining time on the server as the refresh ran.
+    pub(crate) holding: Vec<(String, Duration)>,
 }
 
 impl PlacesSeen {
-    /// Reads `refresh_places.lua`'s `{first, missing...}` reply.
+    /// Reads `refresh_places.lua`'s `{first, missing...}` reply, whose
+    /// missing tokens that hold the lock come as `token PTTL`.
     fn from_reply(reply: Vec<String>) -> Self {
         let mut reply = reply.into_iter();
-        let first = reply.next().filter(|token| !token.is_empty());
-        PlacesSeen {
-            first,
-            missing: reply.collect(),
+        let mut seen = PlacesSeen {
+            first: reply.next().filter(|token| !token.is_empty()),
+            ..PlacesSeen::default()
+        };
+        for entry in reply {
+            let holding = entry.split_once(' ').and_then(|(token, pttl)| {
+                let ms = pttl.parse::<u64>().ok()?;
+                Some((token.to_owned(), Duration::from_millis(ms)))
+            });
+            match holding {
+                Some(holding) => seen.holding.push(holding),
+                None => seen.missing.push(entry),
+            }
         }
+        seen
     }
 }
 
@@ -64,6 +79,8 @@ pub(super) async fn refresh(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::PlacesSeen;
 
     #[test]
@@ -76,6 +93,7 @@ mod tests {
             PlacesSeen {
                 first: None,
                 missing: vec!["a".into(), "b".into()],
+                holding: vec![],
             }
         );
         assert_eq!(
@@ -83,6 +101,20 @@ mod tests {
             PlacesSeen {
                 first: Some("f".into()),
                 missing: vec![],
+                holding: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_waiter_that_holds_the_lock_comes_with_its_remaining_time() {
+        let reply = PlacesSeen::from_reply(vec!["".into(), "a 1500".into(), "b".into()]);
+        assert_eq!(
+            reply,
+            PlacesSeen {
+                first: None,
+                missing: vec!["b".into()],
+                holding: vec![("a".into(), Duration::from_millis(1500))],
             }
         );
     }

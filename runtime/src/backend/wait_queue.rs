@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Notify};
 
@@ -323,6 +323,12 @@ pub(crate) enum Grant {
     /// received the waiter's place refresh number `seq`: the waiter's lease
     /// counts from when it sent that refresh, and holds at once.
     FromRefresh { seq: u64 },
+    /// Seen by the key's keeper: its place refresh number `seq` found the
+    /// lock held by the waiter's token with `left` to run on the server, so
+    /// counted from when that refresh was sent the lease ends first. It
+    /// arrives when the refresh ran just after the release, whose own
+    /// message may come later (or not at all).
+    HeldAtRefresh { seq: u64, left: Duration },
 }
 
 /// What ended a waiter's sleep.

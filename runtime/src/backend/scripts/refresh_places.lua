@@ -10,9 +10,12 @@
 -- ARGV[3], ARGV[4], ...  each waiter's owner token and lease in milliseconds
 -- Returns {first, missing...}: when the lock is free, the first live
 -- waiter, who may take it ('' when the lock is held, or nobody is queued);
--- then the tokens without a place in the queue (granted the lock, left, or
--- dropped as dead): each must try again, which confirms a grant whose
--- message was lost. A place is only refreshed, never created, so a waiter
+-- then the tokens without a place in the queue. A token that holds the lock
+-- (a release granted it) comes as 'token PTTL': the lock's remaining time
+-- now, which counted from when the refresh was sent ends before the
+-- server's expiry, so the waiter holds at once even if the grant's message
+-- is late or lost. The others (left, or dropped as dead) come bare: each
+-- must try again. A place is only refreshed, never created, so a waiter
 -- that left is not brought back.
 local seq, stay = ARGV[1], tonumber(ARGV[2])
 local now_ms = math.floor(clock_us() / 1000)
@@ -24,6 +27,8 @@ for i = 3, #ARGV, 2 do
     redis.call('HSET', KEYS[3], token,
       string.format('%.0f %s %.0f %s', now_ms + stay, seq, now_ms, ARGV[i + 1]))
     kept = true
+  elseif held_by(KEYS[1], token) then
+    reply[#reply + 1] = token .. ' ' .. redis.call('PTTL', KEYS[1])
   else
     reply[#reply + 1] = token
   end
