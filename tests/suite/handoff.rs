@@ -219,11 +219,7 @@ async fn parked_waiter_learns_from_its_keeper_what_no_message_told_it(engine: En
                 panic!("the parked waiter after its lock was {silent_change} silently")
             })
             .expect("spawned task");
-        let client_left = guard
-            .valid_until()
-            .expect("held")
-            .saturating_duration_since(Instant::now());
-        let server_left = pttl(&server);
+        let (client_left, server_left) = time_left(&guard, &server);
         if silent_change == "granted" {
             assert!(
                 client_left < SILENT_GRANT,
@@ -540,6 +536,16 @@ async fn dead_queued_waiter_holds_up_the_key_only_briefly() {
     );
 }
 
+/// What the holder of `guard` believes it has left of `KEY`'s lock, then
+/// what the server has left of it, read in that order.
+fn time_left(guard: &LockGuard, server: &RedisServer) -> (Duration, Duration) {
+    let client_left = guard
+        .valid_until()
+        .expect("held")
+        .saturating_duration_since(Instant::now());
+    (client_left, pttl(server))
+}
+
 /// Server-side remaining time of `KEY`'s lock.
 fn pttl(server: &RedisServer) -> Duration {
     let ms = server
@@ -594,11 +600,7 @@ async fn granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_bef
             .expect("the waiter gets the lock")
             .unwrap()
             .expect("handed over");
-        let client_left = guard
-            .valid_until()
-            .expect("held")
-            .saturating_duration_since(Instant::now());
-        let server_left = pttl(&server);
+        let (client_left, server_left) = time_left(&guard, &server);
         assert!(
             client_left < PLACE,
             "hand-off {handoff}: the grant was confirmed (validity {client_left:?}), not taken as it came"
