@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use leasehold::LockError;
+use leasehold::{LockError, Verdict};
 
 /// A command that did not do what it was asked.
 #[derive(Debug)]
@@ -15,6 +15,9 @@ pub enum Failure {
     Usage(String),
     /// The terminal, stdin or stdout failed.
     Io(std::io::Error),
+    /// `doctor` found the deployment at risk or degraded (its report is
+    /// printed already).
+    Verdict(Verdict),
 }
 
 impl Failure {
@@ -24,9 +27,14 @@ impl Failure {
             Failure::Lock(LockError::InvalidUrl { .. } | LockError::InvalidOptions(_))
             | Failure::Usage(_) => 2,
             Failure::Lock(
-                LockError::Connection(_) | LockError::Tls(_) | LockError::UnknownService { .. },
+                LockError::Connection { .. }
+                | LockError::Tls { .. }
+                | LockError::UnknownService { .. },
             ) => 3,
             Failure::NotDone(_) => 4,
+            Failure::Lock(LockError::Auth { .. } | LockError::PermissionDenied { .. }) => 5,
+            Failure::Verdict(Verdict::AtRisk) => 6,
+            Failure::Verdict(_) => 7,
             Failure::Lock(_) | Failure::Io(_) => 1,
         }
     }
@@ -38,6 +46,9 @@ impl fmt::Display for Failure {
             Failure::Lock(err) => write!(f, "{err}"),
             Failure::NotDone(why) | Failure::Usage(why) => f.write_str(why),
             Failure::Io(err) => write!(f, "terminal or standard stream failed: {err}"),
+            Failure::Verdict(verdict) => {
+                write!(f, "the deployment is {verdict}: see the report above")
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! its own module and uses only the public API of `leasehold`.
 
 mod connect;
+mod doctor;
 mod failure;
 mod format;
 mod locks;
@@ -29,7 +30,10 @@ Exit codes:
   1  the lock server answered with an error, or the terminal failed
   2  bad usage: unknown argument, bad URL or option
   3  the lock server cannot be reached (connection, TLS, unknown Sentinel service)
-  4  not done: `release` without --force, or not confirmed";
+  4  not done: `release` without --force, or not confirmed
+  5  refused: the server turned the credentials down, or its ACL lacks a rule
+  6  doctor: every node answered, but a setting weakens the lock's guarantees
+  7  doctor: locks work, but a node (a Sentinel, a Redlock node) failed";
 
 /// Inspect and operate the locks of `leasehold` in Redis.
 #[derive(Debug, Parser)]
@@ -95,6 +99,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Checks the deployment as `LockManager::check` does, without taking a
+    /// lock: each node (round trip, server and version, native commands),
+    /// every ACL rule the locks need, and the settings that weaken the
+    /// lock's guarantees (eviction, unacknowledged replicas, no append-only
+    /// file, a clock that jumped). Exit code 0 when healthy, 6 at risk, 7
+    /// degraded, 5 when credentials or an ACL rule are refused.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// A live view of held locks of every kind, refreshed every second: keys
     /// with the most waiters, the longest holds (read/write locks and
     /// semaphores marked with their kind), and plain locks whose holder
@@ -147,6 +162,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let manager = cli.target.connect().await?;
             release::run(&manager, &key, kind, yes, json).await
+        }
+        Command::Doctor { json } => {
+            let manager = cli.target.connect().await?;
+            doctor::run(&manager, json).await
         }
         Command::Top { pattern, once } => {
             let manager = cli.target.connect().await?;

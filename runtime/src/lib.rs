@@ -51,6 +51,7 @@ mod acquire;
 pub mod admin;
 mod backend;
 mod builder;
+mod check;
 mod computed;
 mod error;
 mod hashing;
@@ -73,7 +74,8 @@ pub mod __private {
 }
 
 pub use builder::LockManagerBuilder;
-pub use error::LockError;
+pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use error::{Cause, LockError};
 pub use install::{install, installed};
 pub use kinds::leader::{Leadership, Term};
 pub use kinds::multi::MultiGuard;

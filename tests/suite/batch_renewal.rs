@@ -127,7 +127,7 @@ where
     for _ in 0..4 {
         match acquire().await {
             Ok(guard) => return guard,
-            Err(LockError::Connection(_)) => {}
+            Err(LockError::Connection { .. }) => {}
             Err(err) => panic!("acquire: {err:?}"),
         }
     }

@@ -505,7 +505,10 @@ async fn fenced_lock_whose_token_cannot_be_issued_is_taken_and_asks_again_on_req
             "the lock is held"
         );
         let refused = guard.fencing_token().await;
-        assert!(matches!(refused, Err(LockError::Server(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(LockError::Server { .. })),
+            "{refused:?}"
+        );
         server.command(&["DEL", "lock-fence:doc:e"]).unwrap();
         let token = guard.fencing_token().await.unwrap();
         assert_eq!(fence_counter(server, "doc:e"), Some(token));

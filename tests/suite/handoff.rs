@@ -436,7 +436,7 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter(e
         .expect("the cut-off waiter gives up by its deadline")
         .expect("waiter task");
     assert!(
-        matches!(first, Err(LockError::Connection(_))),
+        matches!(first, Err(LockError::Connection { .. })),
         "the cut-off waiter must not believe it holds the lock: {first:?}"
     );
 }

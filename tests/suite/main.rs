@@ -14,8 +14,10 @@
 mod support;
 
 mod acl;
+mod auth;
 mod batch_renewal;
 mod cancellation;
+mod check;
 mod cluster;
 mod cluster_batches;
 mod computed_settings;

@@ -116,6 +116,16 @@ pub(crate) enum Ask {
 }
 
 impl Ask {
+    /// The kind's name in log lines: `lock`, `permit`, `read` or `write`.
+    fn name(self) -> &'static str {
+        match self {
+            Ask::Lock => "lock",
+            Ask::Permit { .. } => "permit",
+            Ask::Read => "read",
+            Ask::Write => "write",
+        }
+    }
+
     /// The names the lease of `user`'s lock of this kind lives under.
     fn key(self, manager: &LockManager, user: &str) -> LockKey {
         let keys = manager.key_space();
@@ -202,7 +212,7 @@ impl Ask {
             );
             return Err(LockError::LeaseLost { key });
         }
-        tracing::debug!(key, ask = ?self, "re-entered by its own scope");
+        tracing::debug!(key, kind = self.name(), "re-entered by its own scope");
         Ok(LockGuard::reentered(lease))
     }
 }
@@ -293,7 +303,7 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
     let body = Box::pin(body);
     async move {
         let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-            tracing::info!(key = user, ?ask, "held elsewhere: skipped");
+            tracing::info!(key = user, kind = ask.name(), "held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, options.on_lost, body).await.map(Some)
@@ -410,7 +420,7 @@ async fn run(
                     .and_then(|state| state.remaining),
                 known => known,
             };
-            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, "busy");
+            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, "busy");
             return Err(busy(user, remaining));
         }
         Outcome::Busy { remaining } => {
@@ -418,17 +428,17 @@ async fn run(
                 request.hold_place();
             }
             let queue_behind = behind_local_waiters && !hands_off;
-            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, queue_behind, "waiting");
+            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, queue_behind, "waiting");
             // Boxed: the wait's state is most of the engine's, and an
             // acquisition that finds the key free should not carry it.
             Box::pin(request.wait(started, wait, queue_behind)).await?
         }
     };
     let Some(taken) = taken else {
-        tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "gave up waiting");
+        tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
         return Ok(None);
     };
-    tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "acquired");
+    tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "acquired");
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
@@ -708,7 +718,7 @@ impl<'a> Request<'a> {
         deadline: Option<Instant>,
         ticket: Option<&mut WaitTicket>,
     ) -> Result<Instant, LockError> {
-        let LockError::Connection(reason) = &err else {
+        let LockError::Connection { detail: reason, .. } = &err else {
             return Err(err);
         };
         let now = Instant::now();

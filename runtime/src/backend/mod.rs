@@ -18,6 +18,7 @@ mod memory;
 mod native;
 mod notify;
 mod places;
+mod probe;
 mod redis;
 mod redlock;
 mod rwlock;
@@ -44,6 +45,7 @@ pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::CheckReport;
 use crate::keys::LockKey;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -258,6 +260,17 @@ impl Backend {
         dispatch!(self,
             server => server.fence(claim).await,
             memory => memory.fence(claim))
+    }
+
+    /// Checks the servers without taking a lock, using the names of `key`,
+    /// which no lock uses (see `probe`); in memory there is nothing to check.
+    pub(crate) async fn check(&self, key: &LockKey) -> Result<CheckReport, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.check(key, false).await,
+            Backend::Redlock(redlock) => redlock.check(key).await,
+            Backend::Sentinel(sentinel) => sentinel.check(key).await,
+            Backend::Memory(_) => Ok(CheckReport::new("in memory")),
+        }
     }
 
     /// Whether every name of one lock must share a hash slot (Redis Cluster).

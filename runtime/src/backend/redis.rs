@@ -27,12 +27,14 @@ use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target}
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
+use super::probe::{probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::{CheckReport, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -317,7 +319,7 @@ impl RedisBackend {
         claim: Claim<'_>,
         err: LockError,
     ) -> LockError {
-        if !matches!(err, LockError::Connection(_)) {
+        if !matches!(err, LockError::Connection { .. }) {
             return err;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -424,6 +426,57 @@ impl RedisBackend {
         Ok(found)
     }
 
+    /// Checks every primary without taking a lock (see `probe`), using the
+    /// names of `key`, which no lock uses; `sentinel` when the server is a
+    /// Sentinel's primary (which needs `ROLE` too).
+    pub(crate) async fn check(
+        &self,
+        key: &LockKey,
+        sentinel: bool,
+    ) -> Result<CheckReport, LockError> {
+        match &self.commands {
+            Commands::Server(connection) => {
+                let mut report = CheckReport::new("one server");
+                let needs = Needs {
+                    key,
+                    cluster: false,
+                    sentinel,
+                    native: self.native.in_use(),
+                };
+                let Target::Server(client) = &self.target else {
+                    return Ok(report);
+                };
+                let address = client.get_connection_info().addr().to_string();
+                let mut via = Via::Server(connection.clone());
+                let probed =
+                    probe(&mut via, address, NodeRole::Primary, &needs, Some(client)).await;
+                settle(&mut report, probed, true)?;
+                Ok(report)
+            }
+            Commands::Cluster(link) => {
+                let connection = link.connection();
+                let mut report = CheckReport::new("Redis Cluster");
+                let needs = Needs {
+                    key,
+                    cluster: true,
+                    sentinel,
+                    native: Native::default(),
+                };
+                for (host, port) in cluster_primaries(connection.clone()).await? {
+                    let address = format!("{host}:{port}");
+                    let mut via = Via::ClusterNode {
+                        connection: connection.clone(),
+                        host,
+                        port,
+                    };
+                    let probed = probe(&mut via, address, NodeRole::Primary, &needs, None).await;
+                    settle(&mut report, probed, true)?;
+                }
+                Ok(report)
+            }
+        }
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.notifications.local_waiters(key.channel())
     }
@@ -487,8 +540,11 @@ async fn cluster_primaries(
         )
         .await
         .map_err(lock_error)?;
-    let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)
-        .map_err(|err| LockError::Server(format!("CLUSTER SLOTS: {err}")))?;
+    let ranges: Vec<Vec<Value>> =
+        redis::from_redis_value(reply).map_err(|err| LockError::Server {
+            detail: "the reply to CLUSTER SLOTS could not be read".to_owned(),
+            source: Some(std::sync::Arc::new(err)),
+        })?;
     let mut primaries: Vec<(String, u16)> = ranges
         .into_iter()
         .filter_map(|range| {
@@ -512,5 +568,5 @@ async fn cluster_primaries(
 
 /// A replicated acquisition that got no answer within `limit`.
 fn no_answer(limit: Duration) -> LockError {
-    LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
+    LockError::connection(format!("no answer to acquire + WAIT within {limit:?}"))
 }
