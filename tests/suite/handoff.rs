@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{Engine, FaultProxy, RedisServer, RespValue};
-use support::{command_calls, connect, join_within, long, poll_async, waiting, NO_HANG, PROMPTLY};
+use support::{
+    command_calls, connect, fixed_lease, join_within, long, poll_async, waiting, NO_HANG, PROMPTLY,
+};
 use tokio::time::timeout;
 
 const KEY: &str = "handoff";
@@ -70,7 +72,8 @@ support::on_both_engines!(
     live_waiter_behind_many_dead_ones_is_not_overtaken,
     granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter,
     waiter_on_a_slow_link_never_gets_a_guard_already_lost,
-    waiter_whose_runtime_stalled_at_the_grant_never_gets_a_guard_already_lost
+    waiter_whose_runtime_stalled_at_the_grant_never_gets_a_guard_already_lost,
+    first_handoff_after_the_scripts_are_flushed_is_confirmed_within_the_grant_window
 );
 
 async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes(engine: Engine) {
@@ -782,5 +785,66 @@ async fn waiter_whose_runtime_stalled_at_the_grant_never_gets_a_guard_already_lo
     assert!(
         !lost && !left.is_zero(),
         "acquire returned a guard already lost (validity left {left:?})"
+    );
+}
+
+/// A waiter confirms a lock handed to it by extending it to its ttl
+/// (always here: its lease is not renewed, so no grant is taken as it
+/// comes), within the grant window the server counts from the release
+/// (2 s, or what is left of a grant counted from a refresh, at least
+/// 1.5 s). On a slow link (400 ms each way) to a server that has just lost
+/// its scripts (`SCRIPT FLUSH`; a restart or a failover does the same), an
+/// `EVALSHA` answered `NOSCRIPT` made the confirmation several round trips,
+/// past the window: the grant lapsed, the lock sat idle, and the waiter
+/// behind took it. The confirmation is one round trip whatever the script
+/// cache holds: the granted waiter holds the lock first.
+async fn first_handoff_after_the_scripts_are_flushed_is_confirmed_within_the_grant_window(
+    engine: Engine,
+) {
+    const ONE_WAY: Duration = Duration::from_millis(400);
+    let (server, held) = server_with_key_held(engine).await;
+    let proxy = FaultProxy::start(server.addr());
+    let slow = connect(&proxy.url()).await;
+    proxy.delay(ONE_WAY);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let holds = |manager: LockManager, name: &'static str, options: LockOptions| {
+        let order = Arc::clone(&order);
+        tokio::spawn(async move {
+            let guard = manager
+                .acquire(KEY, options)
+                .await
+                .expect("each waiter gets the lock in turn");
+            order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(name);
+            guard.release().await.expect("release");
+        })
+    };
+    let slow_waiter = holds(
+        slow,
+        "granted",
+        fixed_lease(Duration::from_secs(10)).wait(Duration::from_secs(30)),
+    );
+    until_queued(&server, 1).await;
+    let next_waiter = holds(
+        connect(&server.url()).await,
+        "next",
+        waiting(Duration::from_secs(30)),
+    );
+    until_queued(&server, 2).await;
+    server.command(&["SCRIPT", "FLUSH"]).expect("SCRIPT FLUSH");
+    held.release().await.expect("holder releases");
+    join_within(
+        vec![slow_waiter, next_waiter],
+        Duration::from_secs(30),
+        "both waiters",
+    )
+    .await;
+    let order = order.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(
+        order,
+        ["granted", "next"],
+        "the grant to the waiter on the slow link lapsed before its confirmation landed"
     );
 }

@@ -17,8 +17,9 @@
 //!   refreshes for all its waiters at once ([`places`]); a release that
 //!   hands the lock to this waiter counts its lease from one of those
 //!   refreshes when enough of it is left on arrival, or is confirmed with
-//!   one more step; no grant becomes a guard already lost. A reader's or
-//!   writer's place (a writer's intent, a reader's mark that readers wait) is
+//!   one more step (one round trip, whatever the server's script cache
+//!   holds); no grant becomes a guard already lost. A reader's or writer's
+//!   place (a writer's intent, a reader's mark that readers wait) is
 //!   refreshed by its own attempts, at least every [`PLACE_REFRESH`].
 //! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
 //!   the last attempt decides, and the result is `Ok(None)`.
@@ -841,8 +842,10 @@ impl<'a> Request<'a> {
     /// Confirms a lock that a release handed to this waiter, by extending it
     /// to the waiter's own ttl (`renew.lua` accepts the waiters' mark, and
     /// touches the lock's key alone, as a script must during a Cluster slot
-    /// migration): returns when the confirmation was sent (the lease counts
-    /// from then), or `None` when the grant had already run out. A
+    /// migration), in one round trip also on a server that has not seen the
+    /// script yet ([`Backend::confirm`]): returns when the confirmation was
+    /// sent (the lease counts from then), or `None` when the grant had
+    /// already run out. A
     /// replicated request confirms with a replicated attempt (`acquire.lua`
     /// sees the lock is ours and extends it, then `WAIT`), so the lock it
     /// keeps has reached its replicas like any other it takes.
@@ -852,7 +855,7 @@ impl<'a> Request<'a> {
             return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
         }
         let sent = Instant::now();
-        let confirmed = self.backend.renew(self.claim()).await?;
+        let confirmed = self.backend.confirm(self.claim()).await?;
         Ok(confirmed.then_some(sent))
     }
 }
