@@ -845,10 +845,10 @@ impl<'a> Request<'a> {
     /// migration), in one round trip also on a server that has not seen the
     /// script yet ([`Backend::confirm`]): returns when the confirmation was
     /// sent (the lease counts from then), or `None` when the grant had
-    /// already run out. A
-    /// replicated request confirms with a replicated attempt (`acquire.lua`
-    /// sees the lock is ours and extends it, then `WAIT`), so the lock it
-    /// keeps has reached its replicas like any other it takes.
+    /// already run out. A replicated request confirms with a replicated
+    /// attempt (`acquire.lua` sees the lock is ours and extends it, then
+    /// `WAIT`), so the lock it keeps has reached its replicas like any other
+    /// it takes.
     async fn confirm_grant(&mut self) -> Result<Option<Instant>, LockError> {
         if self.replicas.is_some() {
             let (outcome, sent) = self.attempt(self.place, 0).await?;
