@@ -26,6 +26,7 @@ mod conformance_mutex;
 mod conformance_shared;
 mod empty_key;
 mod failover;
+mod fault_proxy;
 mod fencing;
 mod future_size;
 mod handoff;

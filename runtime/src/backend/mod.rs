@@ -210,6 +210,24 @@ impl Backend {
             memory => memory.renew(claim))
     }
 
+    /// Confirms a lock that a release handed to the claim's token (extends
+    /// it to the claim's ttl); `Ok(false)` if the grant had run out. On one
+    /// server (Redis, Sentinel's primary, a Cluster's) one round trip, also
+    /// when the server's script cache is empty; elsewhere (nothing else
+    /// hands a lock over) a renewal.
+    pub(crate) async fn confirm(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        match self {
+            Backend::Redis(server) => server.confirm(claim).await,
+            Backend::Sentinel(sentinel) => {
+                Box::pin(
+                    sentinel.on_primary(async |server: &RedisBackend| server.confirm(claim).await),
+                )
+                .await
+            }
+            Backend::Memory(_) | Backend::Redlock(_) => self.renew(claim).await,
+        }
+    }
+
     /// One attempt, as [`try_lock`](Self::try_lock), that also issues the
     /// fencing token of the lock it takes (see [`fence`](Self::fence)): the
     /// token only when granted and issued to this claim. On one server

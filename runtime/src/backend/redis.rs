@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
+    acquire, acquire_invocation, attempt_from_reply, confirm, issue_fence, release, renew, try_set,
     try_set_fenced,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
@@ -300,6 +300,16 @@ impl RedisBackend {
             KeyKind::Read => renew_member(commands, key.readers(), claim).await,
         })
         .await
+    }
+
+    /// Confirms a lock a release handed to the claim's token, extending it
+    /// to the claim's ttl, in one round trip also on a server whose script
+    /// cache is empty (see `commands::confirm`). Not native: the handed-over
+    /// lock's value carries the waiters' mark while others wait, which the
+    /// server's compare would refuse, costing a second trip.
+    pub(crate) async fn confirm(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.on_commands(async |commands, _| confirm(commands, claim).await)
+            .await
     }
 
     pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
