@@ -1,7 +1,8 @@
 //! The fault proxy of a `verify` worker: a loopback TCP relay in front of
 //! one node, which the worker's managers reach the node through, so faults
 //! need no rights on the servers. It passes bytes, delays them (in order),
-//! swallows them (a blackhole), or resets every connection; the end of a
+//! swallows them (a blackhole), refuses connections (closing each at once,
+//! as a node that went down), or resets every connection; the end of a
 //! blackhole closes the connections it swallowed bytes of, as a network
 //! would (TCP resends in order or gives up), so no client ever reads a
 //! reply meant for another command.
@@ -23,6 +24,8 @@ pub enum Mode {
     Delay(Duration),
     /// Drops them.
     Blackhole,
+    /// Closes every connection, and each new one at once.
+    Refuse,
 }
 
 /// A relay from a loopback port to one node; dropped, it stops accepting.
@@ -45,6 +48,10 @@ impl Proxy {
             let (mode, generation) = (Arc::clone(&mode), generation.clone());
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
+                    if *mode.lock().unwrap_or_else(PoisonError::into_inner) == Mode::Refuse {
+                        drop(client);
+                        continue;
+                    }
                     let (mode, closed) = (Arc::clone(&mode), generation.subscribe());
                     tokio::spawn(async move {
                         if let Ok(server) = TcpStream::connect(upstream).await {
@@ -67,14 +74,14 @@ impl Proxy {
         self.port
     }
 
-    /// Relays as `mode` says from now on; leaving a blackhole closes every
-    /// connection (see the module's documentation).
+    /// Relays as `mode` says from now on; refusing, and leaving a
+    /// blackhole, close every connection (see the module's documentation).
     pub fn set(&self, mode: Mode) {
         let previous = std::mem::replace(
             &mut *self.mode.lock().unwrap_or_else(PoisonError::into_inner),
             mode,
         );
-        if previous == Mode::Blackhole && mode != Mode::Blackhole {
+        if mode == Mode::Refuse || (previous == Mode::Blackhole && mode != Mode::Blackhole) {
             self.reset();
         }
     }
@@ -126,6 +133,7 @@ async fn pump(
         let now = *mode.lock().unwrap_or_else(PoisonError::into_inner);
         match now {
             Mode::Blackhole => continue,
+            Mode::Refuse => return,
             Mode::Delay(delay) => tokio::time::sleep(delay).await,
             Mode::Pass => {}
         }

@@ -137,7 +137,8 @@ async fn contend(
 }
 
 /// Faults on the worker's own links until `deadline`: a blackhole past
-/// the ttl, a slow link, a reset, one every few seconds, on one proxy;
+/// the ttl, a slow link, a reset, refused connections for a ttl, one every
+/// few seconds, on one proxy;
 /// each worker (`id`) on a schedule of its own.
 async fn inject_faults(
     proxies: &[(String, Proxy)],
@@ -154,7 +155,16 @@ async fn inject_faults(
         tokio::time::sleep(Duration::from_millis(1500 + (round as u64 * 701) % 2000)).await;
         let (node, proxy) = &proxies[round % proxies.len()];
         let node = leasehold::redact_url(node);
-        match round % 3 {
+        match round % 4 {
+            3 => {
+                emit_fault(format!(
+                    "connections to {node} refused for {:?}",
+                    contest.ttl
+                ));
+                proxy.set(Mode::Refuse);
+                tokio::time::sleep(contest.ttl).await;
+                proxy.set(Mode::Pass);
+            }
             0 => {
                 emit_fault(format!("blackhole to {node} for {:?}", contest.ttl * 3 / 2));
                 proxy.set(Mode::Blackhole);
