@@ -253,14 +253,15 @@ pub fn now_us() -> u64 {
         })
 }
 
-/// `instant` (a lease's certain end) on the wall clock, in µs; now when none.
+/// `instant` (a lease's certain end, past or future) on the wall clock, in
+/// µs; now when none.
 fn wall(instant: Option<Instant>) -> u64 {
-    let now = Instant::now();
+    let (now, wall_now) = (Instant::now(), now_us());
+    let micros = |span: Duration| u64::try_from(span.as_micros()).unwrap_or(u64::MAX);
     match instant {
-        Some(until) if until > now => {
-            now_us() + u64::try_from((until - now).as_micros()).unwrap_or(0)
-        }
-        _ => now_us(),
+        Some(until) if until >= now => wall_now.saturating_add(micros(until - now)),
+        Some(until) => wall_now.saturating_sub(micros(now - until)),
+        None => wall_now,
     }
 }
 
