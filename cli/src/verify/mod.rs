@@ -179,7 +179,9 @@ pub async fn run(target: &Target, contest: Contest) -> Result<(), Failure> {
     };
     let outcome = tokio::select! {
         outcome = controller.contest(&deployment) => outcome,
-        _ = tokio::signal::ctrl_c() => Err(Failure::NotDone("interrupted".to_owned())),
+        () = interrupted() => Err(Failure::NotDone(
+            "interrupted; the workers were stopped and the contest's keys removed".to_owned(),
+        )),
     };
     controller.stop_all();
     let mut counters = BTreeMap::new();
@@ -216,6 +218,22 @@ pub async fn run(target: &Target, contest: Contest) -> Result<(), Failure> {
     match report.verdict {
         "pass" => Ok(()),
         verdict => Err(Failure::Verify(verdict)),
+    }
+}
+
+/// Resolves on Ctrl-C (`SIGINT`) or `SIGTERM`.
+async fn interrupted() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
     }
 }
 

@@ -121,3 +121,47 @@ async fn verify_refuses_a_namespace_that_holds_keys() {
     assert!(run.stderr.contains("holds keys"), "{run:#?}");
     assert_eq!(keys_on(&server), 1, "the application's key is untouched");
 }
+
+/// SIGTERM (as Ctrl-C) mid-contest: the workers are stopped, every key the
+/// contest wrote is removed, and it says it was interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_interrupted_removes_its_keys() {
+    let server = RedisServer::start();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dlock"))
+        .args(["--url", &server.url(), "verify", "--seconds", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dlock verify");
+    let written = async {
+        for _ in 0..100 {
+            if keys_on(&server) > 0 {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(written.await, "the contest wrote keys within 10 s");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut exited = None;
+    for _ in 0..300 {
+        if let Some(status) = child.try_wait().expect("wait for dlock") {
+            exited = Some(status);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let status = exited.unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("dlock verify still ran 15 s after SIGTERM")
+    });
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(keys_on(&server), 0, "every key removed");
+}
