@@ -153,13 +153,24 @@ async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engi
         }
     });
     until_marked(h.server(), "k", true).await;
-    // Renewals of the marked lock fall back to the script and keep it.
+    // Renewals of the marked lock try SET IFEQ, which the mark fails, and
+    // fall back to the script, which keeps it.
+    let server = h.server();
+    let (sets, scripts) = (command_calls(server, "set"), script_calls(server));
     sleep(PAST_ONE_TTL).await;
     assert!(!guard.is_lost(), "the holder kept renewing the marked lock");
-    let scripts_before = script_calls(h.server());
+    assert!(command_calls(server, "set") > sets, "SET IFEQ was tried");
+    assert!(script_calls(server) > scripts, "and the script renewed");
+    let release = release_command(engine);
+    let (deletes, scripts) = (command_calls(server, release), script_calls(server));
     guard.release().await.unwrap();
+    assert_eq!(
+        command_calls(server, release),
+        deletes + 1,
+        "{release} was tried, and the mark failed it"
+    );
     assert!(
-        script_calls(h.server()) > scripts_before,
+        script_calls(server) > scripts,
         "the release fell back to the scripted hand-off"
     );
     join_within(vec![waiter], PROMPTLY, "the queued waiter").await;
