@@ -13,6 +13,10 @@
 //! 8.6 from the path in `LEASEHOLD_REDIS8_SERVER` (`scripts/ensure-redis8`),
 //! with the same options.
 //!
+//! A [`PostgresServer`] is a real PostgreSQL server of the same kind, for
+//! the `#[transactional]` tests: `initdb` into a temporary directory,
+//! `pg_ctl` on a free loopback port, stopped on drop.
+//!
 //! A [`FaultProxy`] in front of a server injects network faults for the
 //! connections made through it: cut, silent partition (blackhole) and delay.
 //! A [`TempDir`] is a scratch directory deleted on drop. A server or a
@@ -41,6 +45,7 @@ mod acl;
 mod cluster;
 mod engine;
 mod ports;
+mod postgres;
 mod process;
 mod proxy;
 mod resp;
@@ -53,6 +58,7 @@ use std::time::Duration;
 
 pub use cluster::{key_slot, RedisCluster, RedisClusterBuilder, CLUSTER_SLOTS};
 pub use engine::{Engine, REDIS8_BIN_ENV, VALKEY_BIN_ENV};
+pub use postgres::{PostgresServer, POSTGRES_BIN_ENV};
 pub use proxy::FaultProxy;
 pub use resp::RespValue;
 pub use sentinel::RedisSentinel;

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use leasehold_testkit::{
-    poll_until, Engine, RedisServer, RespValue, REDIS8_BIN_ENV, VALKEY_BIN_ENV,
+    poll_until, Engine, PostgresServer, RedisServer, RespValue, REDIS8_BIN_ENV, VALKEY_BIN_ENV,
 };
 
 /// Set in the environment of a child process running a test on its own.
@@ -315,5 +315,24 @@ fn redis8_without_its_binary_panics_with_what_to_run() {
         REDIS8_BIN_ENV,
         "LEASEHOLD_REDIS8_SERVER is not set, so this Redis 8.6 test has no redis-server \
          to start: run `export LEASEHOLD_REDIS8_SERVER=$(scripts/ensure-redis8)`",
+    );
+}
+
+#[test]
+fn postgres_server_listens_on_loopback_until_dropped() {
+    let first = PostgresServer::start();
+    let second = PostgresServer::start();
+    assert_ne!(first.port(), second.port());
+    assert!(!refuses_connections(first.port()));
+    assert_eq!(
+        first.url(),
+        format!("postgres://leasehold@127.0.0.1:{}/postgres", first.port())
+    );
+    let port = first.port();
+    drop(first);
+    assert!(refuses_connections(port), "stopped on drop");
+    assert!(
+        !refuses_connections(second.port()),
+        "the other one still runs"
     );
 }
