@@ -5,9 +5,9 @@
 //! bodies may ever run under the same key at once.
 //!
 //! Runs on one Redis 7.0 server (and one of Valkey 9.1 and of Redis 8.6,
-//! whose releases and renewals are their own commands), on Redlock over three, on a Redis Cluster of
-//! three primaries (each announcing its proxy's port, so the cluster client
-//! too goes through the proxies) and in memory.
+//! whose releases and renewals are their own commands), on Redlock over
+//! three, on a Redis Cluster of three primaries (each announcing its proxy's
+//! port, so the cluster client too goes through the proxies) and in memory.
 //!
 //! The shared-lock kinds get the same treatment on every backend that has
 //! them (one server, Cluster, memory): semaphore acquisitions (free and

@@ -1,7 +1,7 @@
 //! Lock managers for the tests: a [`Harness`] of two managers on one backend
-//! (one server of Redis 7.0, Valkey 9.1 or Redis 8.6, a Sentinel-managed primary, a Redis
-//! Cluster, or memory), and
-//! connecting to one server or to Redlock nodes.
+//! (one server of Redis 7.0, Valkey 9.1 or Redis 8.6, a Sentinel-managed
+//! primary, a Redis Cluster, or memory), and connecting to one server or to
+//! Redlock nodes.
 
 use std::any::Any;
 use std::future::Future;
