@@ -50,7 +50,7 @@ fn start(engine: Engine) -> RedisServer {
 // `renew_batch.lua` on both (a pipeline of Valkey's `SET … IFEQ` was
 // measured: it saves the server a fifth and costs the client three times
 // as much, see BENCHMARKS.md), but a lone lease renews natively on Valkey.
-support::on_both_engines!(
+support::on_every_engine!(
     batches_cut_off_tell_every_lease_before_it_ends,
     batches_blackholed_in_flight_tell_every_lease_before_it_ends,
     batches_delayed_past_the_ttl_tell_every_lease_before_it_ends,
