@@ -57,7 +57,7 @@ pub enum LockError {
     },
     /// The server's ACL refused a command, key or channel the lock needs to
     /// the manager's Redis user.
-    #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the README's \"Least privilege\" section lists every rule a lock needs)")]
+    #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the guide's \"Least privilege\" section, leasehold::guide::operating, lists every rule a lock needs)")]
     PermissionDenied {
         /// What the server refused, in its words.
         detail: String,
