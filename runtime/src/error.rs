@@ -16,6 +16,19 @@ pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// Every variant says what happened and what the caller can do about it.
 /// Variants that wrap a lower error return it from `source()`; their
 /// messages are the library's own words and never hold a password.
+///
+/// ```no_run
+/// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+/// # async fn example(locks: LockManager) {
+/// match locks.acquire("stock:42", LockOptions::new()).await {
+///     Ok(guard) => drop(guard),
+///     Err(LockError::Busy { .. } | LockError::Timeout { .. }) => { /* someone else has it */ }
+///     Err(err @ LockError::Auth { .. }) => panic!("fix the credentials: {err}"),
+///     Err(err) if err.is_retryable() => { /* back off and try again */ }
+///     Err(err) => eprintln!("lock failed ({}): {err}", err.http_status()),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
