@@ -141,15 +141,16 @@ async fn until_marked(server: &RedisServer, key: &str, marked: bool) {
 async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engine: Engine) {
     let h = Harness::on_engine(engine).await;
     let guard = h.a.acquire("k", renewed()).await.unwrap();
+    // The waiter keeps the lock until the release has been counted: its own
+    // release, with the queue empty, is native too and would count again.
+    let (counted, keep_until_counted) = tokio::sync::oneshot::channel::<()>();
     let waiter = tokio::spawn({
         let b = h.b.clone();
         async move {
             let guard = b.acquire("k", waiting(Duration::from_secs(10))).await;
-            guard
-                .expect("the waiter gets the lock")
-                .release()
-                .await
-                .unwrap();
+            let guard = guard.expect("the waiter gets the lock");
+            let _ = keep_until_counted.await;
+            guard.release().await.unwrap();
         }
     });
     until_marked(h.server(), "k", true).await;
@@ -173,6 +174,7 @@ async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engi
         script_calls(server) > scripts,
         "the release fell back to the scripted hand-off"
     );
+    let _ = counted.send(());
     join_within(vec![waiter], PROMPTLY, "the queued waiter").await;
 }
 
@@ -224,7 +226,7 @@ fn acl_denials(server: &RedisServer, command: &str) -> i64 {
         .sum()
 }
 
-/// A server of `engine` whose user `svc` has the README's least-privilege
+/// A server of `engine` whose user `svc` has the guide's least-privilege
 /// ACL plus `extra` rules, and a manager logged in as `svc`.
 async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager) {
     let rules = service_rules("lock", false);
