@@ -52,9 +52,11 @@
 //! table of [`TABLES`] with the figures its rows show. Another client is one
 //! more [`subjects::Subject`] and [`subjects::Client`] variant.
 
+mod catalog;
 mod cpu;
 mod cross_process;
 mod held;
+mod limits;
 mod measure;
 mod monitor;
 mod parked;
@@ -67,9 +69,10 @@ mod workloads;
 
 use leasehold_testkit::{Engine, RedisCluster, RedisServer};
 
+use crate::catalog::{Figure, Table, Workload};
 use crate::cpu::Placement;
-use crate::measure::{measure, Table, Workload};
-use crate::report::{print_command_time, print_table, Figure};
+use crate::measure::measure;
+use crate::report::{print_command_time, print_table};
 use crate::subjects::{Setup, Side, Subject};
 use crate::workloads::Scale;
 

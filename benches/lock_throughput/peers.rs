@@ -19,7 +19,7 @@ use std::sync::Arc;
 use distributed_lock_core::{DistributedLock, LockHandle, LockProvider};
 use distributed_lock_redis::{RedisLockHandle, RedisLockProvider};
 
-use crate::subjects::{TTL, WAIT};
+use crate::limits::{TTL, WAIT};
 
 /// rslock's manager over the one server. Clones share its connection.
 #[derive(Clone)]

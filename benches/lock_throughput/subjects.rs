@@ -7,14 +7,11 @@ use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
 
+use crate::limits::{TTL, WAIT};
 use crate::peers::{DistLock, Rslock, RslockHeld};
 use crate::raw::{Raw, RawLock};
 use crate::redis_stats::Admin;
 
-/// Lease of every lock taken here.
-pub const TTL: Duration = Duration::from_secs(10);
-/// Longest wait for a busy lock, for ours and raw.
-pub const WAIT: Duration = Duration::from_secs(10);
 /// Key prefix of our managers.
 const NAMESPACE: &str = "ours:";
 
