@@ -292,7 +292,7 @@ impl SpawnedRelease {
         if self.sent == Sent::First {
             let _ = unlock(&self.lease).await;
         } else {
-            let resent = end_lock(&self.lease).await;
+            let resent = self.lease.end().await;
             tracing::debug!(key = %self.lease.key.user(), ?resent, "release sent again after a cancelled release()");
         }
         self.done = true;
@@ -324,25 +324,8 @@ impl Drop for SpawnedRelease {
     }
 }
 
-/// Deletes the lock, or, within its `hold_at_least`, sets its TTL to the
-/// time left (compare-and-`PEXPIRE`); whether it was still ours.
-pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
-    let backend = lease.manager.backend();
-    match lease.hold_left() {
-        Some(left) => {
-            let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-            let kept = backend.renew(lease.claim(left_ms)).await?;
-            if kept {
-                tracing::debug!(key = %lease.key.user(), ?left, "lock kept for the rest of its hold_at_least");
-            }
-            Ok(kept)
-        }
-        None => backend.unlock(&lease.key, &lease.token).await,
-    }
-}
-
 async fn unlock(lease: &Lease) -> Result<(), LockError> {
-    settle(lease, end_lock(lease).await)
+    settle(lease, lease.end().await)
 }
 
 /// What a release's answer means for its caller: a lock no longer ours marks

@@ -157,6 +157,24 @@ impl Lease {
             .filter(|left| *left >= Duration::from_millis(1))
     }
 
+    /// Ends the lock on the server: deletes it, or, within its
+    /// `hold_at_least`, sets its TTL to the time left (compare-and-`PEXPIRE`).
+    /// Whether it was still ours.
+    pub(crate) async fn end(&self) -> Result<bool, LockError> {
+        let backend = self.manager.backend();
+        match self.hold_left() {
+            Some(left) => {
+                let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+                let kept = backend.renew(self.claim(left_ms)).await?;
+                if kept {
+                    tracing::debug!(key = %self.key.user(), ?left, "lock kept for the rest of its hold_at_least");
+                }
+                Ok(kept)
+            }
+            None => backend.unlock(&self.key, &self.token).await,
+        }
+    }
+
     /// The fencing token of this lease: issued by the backend on the first
     /// call (one round trip; two on Redlock) while the lease is held, then the
     /// same on every call. `LeaseLost` once the lease is lost, also when a

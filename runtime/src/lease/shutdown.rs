@@ -11,7 +11,6 @@ use tokio::sync::Notify;
 
 use crate::hashing::FastMap;
 
-use crate::lease::guard::end_lock;
 use crate::lease::Lease;
 use crate::{LockError, LockManager};
 
@@ -77,7 +76,7 @@ async fn release_at_shutdown(lease: Arc<Lease>) {
     lease.end_hold();
     // The holder is no longer protected: tell it, as a lost lease does.
     lease.mark_lost();
-    if let Err(err) = end_lock(&lease).await {
+    if let Err(err) = lease.end().await {
         tracing::warn!(key = %lease.key.user(), error = %err, "shutdown: release failed; the lock expires after its TTL");
     }
 }
