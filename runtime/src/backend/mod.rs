@@ -26,6 +26,7 @@ mod scripts;
 mod semaphore;
 mod sentinel;
 mod switches;
+mod target;
 mod tls;
 pub(crate) mod wait_queue;
 

@@ -46,7 +46,8 @@ use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
 use super::acl::permission_denied;
-use super::connection::{describe, manager_config, ClusterSeeds, RedisConfig, Target};
+use super::connection::{describe, manager_config, RedisConfig};
+use super::target::{ClusterSeeds, Target};
 use crate::backend::wait_queue::{Grant, WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.

@@ -23,7 +23,7 @@ use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, confirm, issue_fence, release, renew, try_set,
     try_set_fenced,
 };
-use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
+use super::connection::{lock_error, RedisConfig};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
@@ -31,6 +31,7 @@ use super::probe::{probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
+use super::target::{ClusterSeeds, Commands, Target};
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
