@@ -70,7 +70,7 @@ mod validity;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::computed::{permits, refused, Computed};
-    pub use crate::private::{locked, KeyPart, OnBusy, Skip, Skipped, Target, Wait};
+    pub use crate::private::{locked, rendered, KeyPart, OnBusy, Skip, Skipped, Target, Wait};
 }
 
 pub use builder::LockManagerBuilder;

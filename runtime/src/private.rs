@@ -23,6 +23,20 @@ impl<T: Display> KeyPart for T {
     }
 }
 
+/// A placeholder's value (`value`) rendered into the key, or
+/// `InvalidOptions` naming the placeholder as written (`written`, `{id}`) when
+/// it renders empty: `order:{id}` with `id == ""` would lock `order:` for
+/// every call with an empty id, unrelated as they are.
+pub fn rendered(written: &str, value: &dyn Display) -> Result<String, LockError> {
+    let text = value.to_string();
+    if text.is_empty() {
+        return Err(LockError::InvalidOptions(format!(
+            "the lock key's placeholder `{written}` is empty, so every call with an empty value would share one lock; pass a non-empty value, or check it before the call"
+        )));
+    }
+    Ok(text)
+}
+
 /// What an annotated function locks: its rendered key (or keys) and kind.
 #[derive(Debug)]
 pub enum Target {

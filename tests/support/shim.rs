@@ -23,6 +23,20 @@ macro_rules! shim_private_items {
             }
         }
 
+        /// A placeholder's value rendered into the key; these tests never
+        /// refuse one.
+        pub fn rendered(
+            _written: &str,
+            value: &dyn std::fmt::Display,
+        ) -> Result<String, std::convert::Infallible> {
+            Ok(value.to_string())
+        }
+
+        /// The early error of a call; never reached here.
+        pub fn refused<T, E>(error: std::convert::Infallible) -> Result<T, E> {
+            match error {}
+        }
+
         /// What a call does when busy; these tests wait.
         pub trait OnBusy<T> {}
 
