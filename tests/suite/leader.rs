@@ -223,6 +223,37 @@ async fn resigning_or_dropping_a_term_hands_over_at_once_in_memory() {
     resigning_or_dropping_hands_over_at_once(Harness::memory()).await;
 }
 
+/// A term's lock is labelled by its key, which is what operators and the
+/// metrics' `lock` label see (not `-` and `unlabelled`); a label the caller
+/// gave is kept.
+async fn terms_are_labelled_by_their_key(harness: Harness) {
+    let term = within(harness.a.leader(KEY, long()).next_term())
+        .await
+        .expect("the key is free");
+    let info = harness.b.inspect(KEY).await.expect("inspect");
+    let label = info.holder.and_then(|holder| holder.label);
+    assert_eq!(label.as_deref(), Some(KEY), "{term:?}");
+    term.resign().await.expect("resign");
+
+    let labelled = long().label("orders-leader");
+    let term = within(harness.a.leader(KEY, labelled).next_term())
+        .await
+        .expect("the key is free");
+    let info = harness.b.inspect(KEY).await.expect("inspect");
+    let label = info.holder.and_then(|holder| holder.label);
+    assert_eq!(label.as_deref(), Some("orders-leader"), "{term:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_are_labelled_by_their_key_on_redis() {
+    terms_are_labelled_by_their_key(Harness::redis().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_are_labelled_by_their_key_in_memory() {
+    terms_are_labelled_by_their_key(Harness::memory()).await;
+}
+
 /// A campaign dropped while it waits (here by a timeout) leaves nothing
 /// behind: once the leader resigns, the key is free at once, not held for
 /// a campaigner that went away.

@@ -308,7 +308,7 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
     let body = Box::pin(body);
     async move {
         let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-            tracing::info!(key = user, kind = ask.name(), "held elsewhere: skipped");
+            tracing::debug!(key = user, kind = ask.name(), "held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, options.on_lost, body).await.map(Some)

@@ -57,7 +57,9 @@ impl LockManager {
     /// campaign inside a lock scope that holds `key` fails with
     /// `AlreadyHeld` rather than lead through the scope's lock), no
     /// `hold_at_least` (resigning hands over at once), and `fenced` (the term
-    /// number comes with the lock).
+    /// number comes with the lock). Without a
+    /// [`label`](LockOptions::label), a term is labelled by `key`, which
+    /// operators (`inspect`, `dlock`) and the metrics' `lock` label see.
     ///
     /// ```no_run
     /// # async fn run(locks: leasehold_runtime::LockManager) -> Result<(), leasehold_runtime::LockError> {
@@ -74,6 +76,10 @@ impl LockManager {
     /// # }
     /// ```
     pub fn leader(&self, key: &str, options: LockOptions) -> Leadership {
+        let options = match options.label {
+            Some(_) => options,
+            None => options.label(key),
+        };
         Leadership {
             manager: self.clone(),
             key: key.to_owned(),
