@@ -77,7 +77,7 @@ pub use builder::LockManagerBuilder;
 pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
 pub use error::{Cause, LockError};
 pub use install::{install, installed};
-pub use kinds::leader::{Leadership, Term};
+pub use kinds::leader::{LeaderWatch, Leadership, Term};
 pub use kinds::multi::MultiGuard;
 pub use kinds::rw_guard::{ReadGuard, WriteGuard};
 pub use kinds::rwlock::RwLock;

@@ -360,6 +360,52 @@ async fn unrenewed_term_is_lost_within_its_ttl_in_memory() {
     assert!(next.number() > term.number(), "{next:?} after {term:?}");
 }
 
+/// A watched leadership shows its term while it lasts and `None` once it is
+/// lost, before its lease's validity ends (here an unrenewed lease, as a
+/// leader cut off from Redis has), while the next leader (queued first, so
+/// handed the key) leads; dropping the watch ends its campaign and still
+/// shows `None`.
+async fn watched_leadership_shows_a_term_only_while_it_is_valid(harness: Harness) {
+    let began = Instant::now();
+    let watch = harness.a.leader(KEY, fixed_lease(SHORT_TTL)).watch();
+    let mut current = watch.receiver();
+    let first = within(current.wait_for(Option::is_some))
+        .await
+        .map(|term| *term)
+        .expect("the campaign runs");
+    assert_eq!(watch.current(), first);
+    let next = campaign(&harness.b, long());
+    within(current.wait_for(|term| *term != first))
+        .await
+        .expect("the campaign runs");
+    assert!(
+        began.elapsed() <= SHORT_TTL,
+        "term {first:?} was shown {:?} after its campaign began, past its unrenewed lease",
+        began.elapsed()
+    );
+    let (next, _) = within(next).await.expect("campaign task");
+    assert_eq!(
+        *current.borrow(),
+        None,
+        "shown as leading while {next:?} leads"
+    );
+    drop(watch);
+    within(current.wait_for(Option::is_none))
+        .await
+        .expect("`None` is shown when the campaign ends");
+    assert!(!next.is_lost());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_leadership_shows_a_term_only_while_it_is_valid_on_redis() {
+    watched_leadership_shows_a_term_only_while_it_is_valid(Harness::redis().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_leadership_shows_a_term_only_while_it_is_valid_in_memory() {
+    watched_leadership_shows_a_term_only_while_it_is_valid(Harness::memory()).await;
+}
+
 /// The lease of the leader that is killed below.
 const DYING_TTL: Duration = Duration::from_secs(1);
 /// Scheduling allowance on top of a bound that the lease alone sets.
