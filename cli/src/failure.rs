@@ -18,6 +18,9 @@ pub enum Failure {
     /// `doctor` found the deployment at risk or degraded (its report is
     /// printed already).
     Verdict(Verdict),
+    /// `verify` found the lock failing (`lock-failed`) or a guarantee
+    /// broken (`violated`); its report is printed already.
+    Verify(&'static str),
 }
 
 impl Failure {
@@ -35,6 +38,8 @@ impl Failure {
             Failure::Lock(LockError::Auth { .. } | LockError::PermissionDenied { .. }) => 5,
             Failure::Verdict(Verdict::AtRisk) => 6,
             Failure::Verdict(_) => 7,
+            Failure::Verify("lock-failed") => 8,
+            Failure::Verify(_) => 9,
             Failure::Lock(_) | Failure::Io(_) => 1,
         }
     }
@@ -49,6 +54,7 @@ impl fmt::Display for Failure {
             Failure::Verdict(verdict) => {
                 write!(f, "the deployment is {verdict}: see the report above")
             }
+            Failure::Verify(verdict) => write!(f, "verify: {verdict}: see the report above"),
         }
     }
 }

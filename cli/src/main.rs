@@ -14,6 +14,7 @@ mod password;
 mod release;
 mod show;
 mod top;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -33,11 +34,13 @@ Exit codes:
   4  not done: `release` without --force, or not confirmed
   5  refused: the server turned the credentials down, or its ACL lacks a rule
   6  doctor: every node answered, but a setting weakens the lock's guarantees
-  7  doctor: locks work, but a node (a Sentinel, a Redlock node) failed";
+  7  doctor: locks work, but a node (a Sentinel, a Redlock node) failed
+  8  verify: a second holder was granted a lock while a lease was valid, and fencing caught it
+  9  verify: a double grant reached the counter, an update was lost, or a token went down";
 
 /// Inspect and operate the locks of `leasehold` in Redis.
 #[derive(Debug, Parser)]
-#[command(name = "dlock", version, after_help = EXIT_CODES)]
+#[command(name = "dlock", version, after_help = EXIT_CODES, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     target: Target,
@@ -110,6 +113,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A bounded contest against the deployment, to check its mutual
+    /// exclusion: worker processes of its own contend for a few keys in a
+    /// namespace of their own, each hold doing a fenced read-modify-write
+    /// of a counter on the deployment, while workers are stopped and
+    /// killed, their links cut, slowed and reset (one server, Redlock) and,
+    /// with --allow-failover, the deployment fails over once. Reports
+    /// double grants at the lock and at the counter, lost updates, tokens
+    /// that went down, overruns, hand-off latency and recovery; deletes
+    /// every key it wrote. Exit code 0 pass, 8 lock-failed, 9 violated.
+    Verify {
+        #[command(flatten)]
+        contest: verify::Contest,
+    },
+    /// One worker of `verify` (run by it).
+    #[command(hide = true)]
+    VerifyWorker {
+        #[command(flatten)]
+        contest: verify::Contest,
+        /// The worker's number.
+        #[arg(long)]
+        worker_id: usize,
+    },
     /// A live view of held locks of every kind, refreshed every second: keys
     /// with the most waiters, the longest holds (read/write locks and
     /// semaphores marked with their kind), and plain locks whose holder
@@ -166,6 +191,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Doctor { json } => {
             let manager = cli.target.connect().await?;
             doctor::run(&manager, json).await
+        }
+        Command::Verify { contest } => verify::run(&cli.target, contest).await,
+        Command::VerifyWorker { contest, worker_id } => {
+            let contest = contest.for_worker(&cli.target)?;
+            verify::worker::run(&cli.target, &contest, worker_id).await
         }
         Command::Top { pattern, once } => {
             let manager = cli.target.connect().await?;

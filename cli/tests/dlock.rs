@@ -22,6 +22,10 @@ mod secrets;
 #[path = "dlock/doctor.rs"]
 mod doctor;
 
+/// `dlock verify` on every deployment (issue 46).
+#[path = "dlock/verify.rs"]
+mod verify;
+
 use std::time::Duration;
 
 use leasehold::{LockGuard, LockManager, LockOptions};

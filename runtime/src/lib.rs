@@ -36,6 +36,9 @@
 //!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
 //!   guards in `rw_guard`), semaphores, leader election.
 //! - **`manager`**: the façade users hold; `builder` and `install` make it.
+//! - **`check`**: the start-up and readiness report of
+//!   `LockManager::check` (each node asked by `backend/probe`, and the
+//!   risks its settings carry).
 //! - **`admin`**: what operators ask (inspect, list, force release) and the
 //!   answers' types.
 //! - **`private`**: the one entry point the attribute's expansion calls,

@@ -12,7 +12,7 @@ use crate::support;
 
 use leasehold::{LockError, LockManager};
 use leasehold_testkit::RedisServer;
-use support::{cluster_acl_user, long, shared_cluster, ACL_PASSWORD};
+use support::{cluster_acl_user, long, poll_async, shared_cluster, ACL_PASSWORD, NO_HANG};
 
 /// A password no message may contain.
 const SECRET: &str = "s3cret-Pw-9";
@@ -103,6 +103,37 @@ async fn a_password_sent_to_a_server_without_one_is_refused() {
     let url = format!("redis://:{SECRET}@{}", server.addr());
     let err = refused(within(builder().connect(&url)).await, "needless password");
     assert!(err.to_string().contains("has no password set"), "{err}");
+}
+
+/// The clients connected to `server` besides the one asking.
+fn other_clients(server: &RedisServer) -> usize {
+    let list = server.command(&["CLIENT", "LIST"]).expect("CLIENT LIST");
+    let text = list.as_str().expect("CLIENT LIST is text").to_owned();
+    text.lines().count().saturating_sub(1)
+}
+
+/// A refused constructor leaves no connection behind: not on the server
+/// that refused, nor on the Redlock nodes that accepted.
+#[tokio::test]
+async fn a_refused_constructor_leaves_no_connection_open() {
+    let nodes = RedisServer::start_independent(3);
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    nodes[2]
+        .command(&["CONFIG", "SET", "requirepass", SECRET])
+        .expect("CONFIG SET requirepass");
+    refused(within(builder().redlock(&urls)).await, "redlock");
+    refused(within(builder().connect(&nodes[2].url())).await, "connect");
+    // The refusing node's testkit connection is refused too: count the others.
+    let closed = poll_async(NO_HANG, || async {
+        other_clients(&nodes[0]) == 0 && other_clients(&nodes[1]) == 0
+    })
+    .await;
+    assert!(
+        closed,
+        "connections left: {} and {}",
+        other_clients(&nodes[0]),
+        other_clients(&nodes[1])
+    );
 }
 
 #[tokio::test]

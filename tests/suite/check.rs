@@ -12,7 +12,7 @@ use crate::support;
 use leasehold::{LockError, LockManager, NodeRole, Risk, Verdict};
 use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{
-    cluster_manager, cluster_namespace, on_both_engines, sentinel_manager, sentinel_namespace,
+    cluster_manager, cluster_namespace, on_every_engine, sentinel_manager, sentinel_namespace,
     service_rules, shared_cluster, shared_sentinel, ACL_PASSWORD,
 };
 
@@ -31,7 +31,8 @@ fn keys_on(server: &RedisServer) -> i64 {
 }
 
 /// A plain server: one primary that answered, its server named, no native
-/// command on Redis 7 and both on Valkey 9, no append-only file reported,
+/// command on Redis 7 and both on Valkey 9 and Redis 8.6, no append-only
+/// file reported,
 /// and no key left behind by the probe.
 async fn one_server_is_reported_with_its_version_and_native_commands(engine: Engine) {
     let server = RedisServer::builder().engine(engine).start();
@@ -54,8 +55,12 @@ async fn one_server_is_reported_with_its_version_and_native_commands(engine: Eng
             assert!(server_name.starts_with("valkey 9"), "{report}");
             assert_eq!(node.native, ["DELIFEQ", "SET IFEQ"], "{report}");
         }
-        _ => {
-            assert!(server_name.starts_with("redis "), "{report}");
+        Engine::Redis8 => {
+            assert!(server_name.starts_with("redis 8.6"), "{report}");
+            assert_eq!(node.native, ["DELEX IFEQ", "SET IFEQ"], "{report}");
+        }
+        Engine::Redis => {
+            assert!(server_name.starts_with("redis 7"), "{report}");
             assert!(node.native.is_empty(), "Redis 7 has none: {report}");
         }
     }
@@ -72,7 +77,7 @@ async fn one_server_is_reported_with_its_version_and_native_commands(engine: Eng
     assert_eq!(keys_on(&server), 0, "the probe leaves no key behind");
 }
 
-on_both_engines!(one_server_is_reported_with_its_version_and_native_commands);
+on_every_engine!(one_server_is_reported_with_its_version_and_native_commands);
 
 #[tokio::test]
 async fn an_evicting_server_is_a_risk() {

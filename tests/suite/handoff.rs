@@ -59,10 +59,11 @@ async fn server_with_key_held(engine: Engine) -> (RedisServer, LockGuard) {
     (server, guard)
 }
 
-// Each hand-off test runs on Redis 7.0, whose releases are scripts, and on
-// Valkey 9.1, whose uncontended release is `DELIFEQ`: a queued waiter's
-// mark on the lock's value must send the holder to the scripted hand-off.
-support::on_both_engines!(
+// Each hand-off test runs on Redis 7.0, whose releases are scripts, on
+// Valkey 9.1, whose uncontended release is `DELIFEQ`, and on Redis 8.6,
+// whose uncontended release is `DELEX … IFEQ`: a queued waiter's mark on
+// the lock's value must send the holder to the scripted hand-off.
+support::on_every_engine!(
     granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_before_the_servers_expiry,
     parked_waiters_keep_their_places_with_one_refresh_per_process,
     parked_waiter_learns_from_its_keeper_what_no_message_told_it,
