@@ -228,6 +228,11 @@ pub struct LockJson {
     pub holder: Option<HolderJson>,
     /// Lease left in the backend.
     pub remaining_ms: Option<u64>,
+    /// How long ago the holder was granted the lock, by the server's clock,
+    /// when it waited for it; `null` when it was granted as it asked.
+    pub granted_ago_ms: Option<u64>,
+    /// How long it waited in the queue before, by the server's clock.
+    pub waited_ms: Option<u64>,
     /// The last fencing token issued for the key.
     pub fencing_counter: Option<u64>,
     /// Waiters queued in the backend.
@@ -247,6 +252,8 @@ impl LockJson {
                 .as_ref()
                 .map(|holder| HolderJson::new(holder, now)),
             remaining_ms: info.remaining.map(millis),
+            granted_ago_ms: info.granted_ago.map(millis),
+            waited_ms: info.waited.map(millis),
             fencing_counter: info.fencing_counter,
             queued_count: info.queued_count,
             queued: info

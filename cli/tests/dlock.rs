@@ -163,6 +163,60 @@ async fn show_names_holder_ttl_fencing_counter_and_a_queued_waiter() {
     waiting.abort();
 }
 
+/// Issue 42: `show` counted "held for" from when the holder asked, wait
+/// included. A holder that waited in the queue is shown held since its
+/// grant, and its wait apart; one that took the lock at once did not wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_tells_a_holders_wait_from_how_long_it_has_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let first = LockManager::builder()
+        .name("first-svc")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let held = first
+        .acquire("report", LockOptions::new())
+        .await
+        .expect("free");
+    let run = dlock(&["--url", &url, "show", "report"], "").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("(granted when it asked: asked at "),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("waited:          none recorded"),
+        "{run:#?}"
+    );
+
+    let waiting = queue_waiter(&url, "report").await;
+    // Queued now; it waits at least this long before the release below.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    held.release().await.expect("release");
+    let granted = waiting.await.expect("the waiter").expect("handed the lock");
+
+    let run = dlock(&["--url", &url, "show", "report"], "").await;
+    run.expect_code(0);
+    let text = &run.stdout;
+    assert!(text.contains("held by:         waiter-svc"), "{text}");
+    assert!(
+        text.contains("(granted after a wait, by the server's clock)"),
+        "{text}"
+    );
+    assert!(text.contains(" in the queue (asked at "), "{text}");
+
+    let run = dlock(&["--url", &url, "show", "report", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    let waited = info["waited_ms"].as_u64().expect("a recorded wait");
+    assert!(waited >= 1_500, "{info}");
+    let held_for = info["granted_ago_ms"].as_u64().expect("a recorded grant");
+    let since_asked = info["holder"]["for_ms"].as_u64().expect("since it asked");
+    assert!(held_for + 1_000 < since_asked, "{info}");
+    drop(granted);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_release_evicts_the_other_process_which_learns_it_lost_its_lease() {
     let server = RedisServer::start();

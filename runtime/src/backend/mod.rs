@@ -168,14 +168,17 @@ impl Backend {
 
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
     /// For a semaphore: gives the permit back; for a read/write lock: the
-    /// read or write lease, and a waiting writer's intent.
+    /// read or write lease, and a waiting writer's intent. A lock taken
+    /// `after_wait` is released by the script, which also clears the
+    /// record of its grant.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        after_wait: bool,
     ) -> Result<bool, LockError> {
         dispatch!(self,
-            server => server.unlock(key, token).await,
+            server => server.unlock(key, token, after_wait).await,
             memory => memory.unlock(key, token))
     }
 

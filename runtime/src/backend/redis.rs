@@ -203,7 +203,7 @@ impl RedisBackend {
             required = replicas.replicas,
             "lock reached too few replicas in time; releasing it"
         );
-        if let Err(err) = self.unlock(key, token).await {
+        if let Err(err) = self.unlock(key, token, true).await {
             tracing::warn!(key = %key.user(), error = %err, "release of the unreplicated lock failed; it expires after its TTL");
         }
         Err(LockError::NotReplicated {
@@ -259,16 +259,18 @@ impl RedisBackend {
     /// Releases with the server's compare-and-delete where it has one and
     /// the lock is plain, falling back to the scripts (see `native`); not
     /// tried while this process has waiters queued on the key, whose mark
-    /// on the lock's value would make it fail.
+    /// on the lock's value would make it fail, nor for a lock taken
+    /// `after_wait`, whose record of the grant only the script clears.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        after_wait: bool,
     ) -> Result<bool, LockError> {
         let native = self
             .native
             .release()
-            .filter(|_| self.local_waiters(key) == 0);
+            .filter(|_| !after_wait && self.local_waiters(key) == 0);
         self.on_commands(async |commands, sharded| {
             if let (KeyKind::Lock, Some(how)) = (key.kind, native) {
                 let released = how.run(commands, key, token).await;

@@ -380,6 +380,7 @@ impl RedlockBackend {
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        _after_wait: bool,
     ) -> Result<bool, LockError> {
         let tally = self
             .release_everywhere(key, token, self.response_timeout)

@@ -337,7 +337,7 @@ pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
             }
             Ok(kept)
         }
-        None => backend.unlock(&lease.key, &lease.token).await,
+        None => backend.unlock(&lease.key, &lease.token, lease.waited).await,
     }
 }
 

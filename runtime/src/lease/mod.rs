@@ -43,6 +43,9 @@ pub(crate) struct Lease {
     pub(crate) label: MetricLabel,
     /// When the lock was granted (its answer arrived).
     granted_at: Instant,
+    /// Whether it was granted after a wait: its release then clears the
+    /// backend's record of the grant (see `LockKey::record`).
+    pub(crate) waited: bool,
     /// Whether the hold has ended (released or its guard dropped).
     ended: AtomicBool,
     /// Whether its release was started, by its guard or by `shutdown`.
@@ -87,6 +90,7 @@ impl Lease {
             hold_until: OnceLock::new(),
             label,
             granted_at: Instant::now(),
+            waited: false,
             ended: AtomicBool::new(false),
             release_claimed: AtomicBool::new(false),
             span: Mutex::new(Some(span)),
