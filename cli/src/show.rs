@@ -176,7 +176,16 @@ fn describe(info: &LockInfo, now: SystemTime) -> String {
         text.push_str("held by:         an unnamed holder (its token records no identity)\n");
     }
     if let Some(remaining) = info.remaining {
-        let _ = writeln!(text, "remaining:       {}", format::duration(remaining));
+        let released = if info.released {
+            " (released by its holder; kept until its hold_at_least ends)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            text,
+            "remaining:       {}{released}",
+            format::duration(remaining)
+        );
     }
     let counter = info
         .fencing_counter

@@ -217,6 +217,36 @@ async fn show_tells_a_holders_wait_from_how_long_it_has_held() {
     drop(granted);
 }
 
+/// Issue 42: a job released within its `hold_at_least` is shown released,
+/// kept until its hold ends, so its expiry is not taken for a lost holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_marks_a_lock_released_within_its_hold() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let jobs = LockManager::builder()
+        .name("jobs")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let hold = LockOptions::new().hold_at_least(Duration::from_secs(60));
+    let running = jobs.acquire("job:report", hold).await.expect("free");
+    let run = dlock(&["--url", &url, "show", "job:report"], "").await;
+    run.expect_code(0);
+    assert!(!run.stdout.contains("released by its holder"), "{run:#?}");
+    running.release().await.expect("released within its hold");
+
+    let run = dlock(&["--url", &url, "show", "job:report"], "").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout
+            .contains("(released by its holder; kept until its hold_at_least ends)"),
+        "{run:#?}"
+    );
+    let run = dlock(&["--url", &url, "show", "job:report", "--json"], "").await;
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["released"], true, "{info}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_release_evicts_the_other_process_which_learns_it_lost_its_lease() {
     let server = RedisServer::start();

@@ -66,6 +66,11 @@ pub struct LockInfo {
     /// granted the lock, by the server's clock; `None` as `granted_ago`, or
     /// when it was granted without having a place in the queue.
     pub waited: Option<Duration>,
+    /// Whether the holder released the lock within its `hold_at_least`
+    /// (single server, Sentinel, Cluster): it is kept until the hold ends,
+    /// and that expiry is the hold's designed end, not a holder that stopped
+    /// renewing.
+    pub released: bool,
 }
 
 /// One live lease of a semaphore (a permit) or of a read/write lock (a
@@ -202,6 +207,7 @@ impl LockManager {
             local_waiters: self.backend().local_waiters(&lock_key),
             granted_ago: state.granted_ago.filter(|_| state.holder.is_some()),
             waited: state.waited.filter(|_| state.holder.is_some()),
+            released: state.released,
         })
     }
 

@@ -39,6 +39,9 @@ pub(crate) struct LockState {
     pub(crate) granted_ago: Option<Duration>,
     /// How long the holder waited in the queue before that grant.
     pub(crate) waited: Option<Duration>,
+    /// Whether the holder released the lock within its `hold_at_least`: it
+    /// is kept until the hold ends, as planned.
+    pub(crate) released: bool,
 }
 
 /// What a backend holds for one semaphore or read/write lock now.
@@ -97,11 +100,12 @@ pub(super) async fn inspect(
     key: &LockKey,
 ) -> Result<LockState, RedisError> {
     #[allow(clippy::type_complexity)]
-    let (holder, pttl, fence, queued, queued_count, granted_ago, waited): (
+    let (holder, pttl, fence, queued, queued_count, granted_ago, waited, released): (
         String,
         i64,
         String,
         Vec<String>,
+        i64,
         i64,
         i64,
         i64,
@@ -124,6 +128,7 @@ pub(super) async fn inspect(
         queued_count: usize::try_from(queued_count).unwrap_or(0),
         granted_ago: millis(granted_ago),
         waited: millis(waited),
+        released: held && released == 1,
     })
 }
 

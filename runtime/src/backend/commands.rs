@@ -190,6 +190,23 @@ pub(super) async fn renew(
     Ok(renewed == 1)
 }
 
+/// Runs `hold_down.lua` once on one server: keeps the claim's lock for
+/// `claim.ttl_ms` (what is left of its hold) and notes that its holder
+/// released it; whether it was still ours.
+pub(super) async fn hold_down(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+) -> Result<bool, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let kept: i64 = run_script!(
+        scripts::HOLD_DOWN,
+        connection,
+        keys [key.lock(), key.record()],
+        args [token.as_str(), ttl_ms]
+    )?;
+    Ok(kept == 1)
+}
+
 /// Runs `renew.lua` for a waiter that confirms a lock handed to it, in one
 /// round trip whatever the server's script cache holds: `SCRIPT LOAD`
 /// (which changes nothing when the script is known) pipelined before the

@@ -205,6 +205,16 @@ impl Backend {
         })
     }
 
+    /// Releases the lock of `claim` within its `hold_at_least`: keeps it for
+    /// `claim.ttl_ms` (what is left of the hold) if `claim.token` still owns
+    /// it, noting (where the backend keeps a record, see `LockKey::record`)
+    /// that its holder released it; `Ok(false)` if it was no longer ours.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        dispatch!(self,
+            server => server.hold_down(claim).await,
+            memory => memory.renew(claim))
+    }
+
     /// Extends the lease if `token` still owns the lock (or the permit of a
     /// semaphore); `Ok(false)` if it was no longer ours.
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {

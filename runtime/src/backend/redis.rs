@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, confirm, issue_fence, release, renew, try_set,
-    try_set_fenced,
+    acquire, acquire_invocation, attempt_from_reply, confirm, hold_down, issue_fence, release,
+    renew, try_set, try_set_fenced,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::native::{self, Native, NativeCommands};
@@ -281,6 +281,13 @@ impl RedisBackend {
             release_any(commands, key, token, sharded).await
         })
         .await
+    }
+
+    /// Keeps the lock of `claim` for what is left of its `hold_at_least`
+    /// (`claim.ttl_ms`), noting in its record that its holder released it.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.on_commands(async |commands, _| hold_down(commands, claim).await)
+            .await
     }
 
     /// Renews with the server's compare-and-renew where it has one and the

@@ -402,6 +402,12 @@ impl RedlockBackend {
         }
     }
 
+    /// Keeps the lock for what is left of its `hold_at_least`
+    /// (`claim.ttl_ms`): a renewal, as Redlock keeps no record of a lock.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.renew(claim).await
+    }
+
     /// Renews on every node; held iff a quorum renewed.
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         let mut tally = Tally::default();

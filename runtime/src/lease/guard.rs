@@ -325,13 +325,14 @@ impl Drop for SpawnedRelease {
 }
 
 /// Deletes the lock, or, within its `hold_at_least`, sets its TTL to the
-/// time left (compare-and-`PEXPIRE`); whether it was still ours.
+/// time left (compare-and-`PEXPIRE`, noted as released in the lock's
+/// record); whether it was still ours.
 pub(crate) async fn end_lock(lease: &Lease) -> Result<bool, LockError> {
     let backend = lease.manager.backend();
     match lease.hold_left() {
         Some(left) => {
             let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-            let kept = backend.renew(lease.claim(left_ms)).await?;
+            let kept = backend.hold_down(lease.claim(left_ms)).await?;
             if kept {
                 tracing::debug!(key = %lease.key.user(), ?left, "lock kept for the rest of its hold_at_least");
             }

@@ -9,9 +9,10 @@
 -- lock), fencing counter or '', queued waiters' owner tokens in arrival
 -- order whose place has not expired (at most ARGV[1]), number of queued
 -- waiters, ms since the holder was granted the lock, ms it waited in the
--- queue before} (the last two -1 when the record notes no grant to this
--- holder, or no place in the queue). ('' rather than false: RESP3 clients
--- would get a boolean.)
+-- queue before (these two -1 when the record notes no grant to this
+-- holder, or no place in the queue), 1 when the holder released it within
+-- its hold_at_least (it ends with the hold) else 0}. ('' rather than false:
+-- RESP3 clients would get a boolean.)
 local now_ms = clock_us() / 1000
 local queued = redis.call('ZRANGE', KEYS[3], 0, -1)
 local live = {}
@@ -41,4 +42,5 @@ return {
   #queued,
   granted_ago,
   waited,
+  (holder and redis.call('HGET', KEYS[5], 'released') == holder) and 1 or 0,
 }
