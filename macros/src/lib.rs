@@ -123,6 +123,12 @@ use proc_macro::TokenStream;
 /// like a transaction the caller opened and is a compile error: the caller
 /// would commit after this function returned and released the lock.
 /// Open the transaction inside the lock with `#[transactional]` instead.
+/// That check reads the signature's spelling; with `leasehold`'s `sqlite` or
+/// `postgres` feature the expansion also asks the compiler to prove of each
+/// parameter bound to a name that its type is not sqlx's `Transaction`
+/// (owned or `&mut`) or a `&mut` to an sqlx `Connection`, so a type alias of
+/// one fails to compile too, at the parameter. A generic parameter cannot be
+/// proven either way and passes.
 /// Stacked with `#[transactional]` in either order, the lock is taken before
 /// the transaction begins and released after it commits.
 ///

@@ -7,6 +7,9 @@
 /// `KeyPart`, `OnBusy` and `Wait` (these shims wait).
 macro_rules! shim_private_items {
     () => {
+        /// The expansion's proof that no parameter is an open transaction.
+        pub use leasehold::__private::open_transaction;
+
         /// What the expansion locks; these tests lock one key.
         pub enum Target {
             Lock(String),

@@ -132,6 +132,11 @@ fn rewrite(
     let label = label(&sig);
     let lock_options = lock_options(options, &krate_here, label, bail);
     let statements = crate::shared::body::statements(&block, return_type, &return_var);
+    let proofs = if options.allow_open_transaction {
+        TokenStream::new()
+    } else {
+        open_transaction::proofs(&sig, &krate_here)
+    };
     // What to lock, with a computed number of permits checked before the
     // lock is taken.
     let (target, permits_binding) = match (options.several, &options.permits, options.mode) {
@@ -177,6 +182,7 @@ fn rewrite(
         #(#outer_attrs)*
         #vis #sig {
             #(#inner_attrs)*
+            #proofs
             let #key_var: #key_type = #key;
             let #manager_var: ::core::option::Option<#krate_here::LockManager> = #manager;
             #permits_binding
