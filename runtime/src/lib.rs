@@ -8,7 +8,8 @@
 //! depends on the foundation only; a lease keeps a handle of its manager
 //! (to release through its backend and runtime), the one way back up.
 //!
-//! - **Foundation**: `error`, `options`, `keys` (every Redis name of a lock,
+//! - **Foundation**: `error`, `options` (and `settings`, how a file writes
+//!   them, with `duration`'s parser), `keys` (every Redis name of a lock,
 //!   and why none collide), `token` (owner tokens and who holds them),
 //!   `validity` (how long a lease is certainly ours), `redact`, `telemetry`.
 //! - **`backend/`**: where locks live: one Redis server or a Redis Cluster
@@ -56,6 +57,7 @@ mod backend;
 mod builder;
 mod check;
 mod computed;
+mod duration;
 mod error;
 mod hashing;
 mod install;
@@ -66,6 +68,8 @@ mod manager;
 mod options;
 mod private;
 mod redact;
+#[cfg(feature = "serde")]
+mod settings;
 mod telemetry;
 mod token;
 mod validity;
@@ -78,6 +82,7 @@ pub mod __private {
 
 pub use builder::LockManagerBuilder;
 pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use duration::{parse_duration, DurationError, ACCEPTED_DURATIONS};
 pub use error::{Cause, LockError};
 pub use install::{install, installed};
 pub use kinds::leader::{LeaderWatch, Leadership, Term};
@@ -90,5 +95,8 @@ pub use lease::scope::{fencing_token, fencing_token_for, held_locks, lease_lost}
 pub use manager::LockManager;
 pub use options::{LockOptions, OnLost};
 pub use redact::redact_url;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use settings::{LeaderSettings, SemaphoreSettings};
 pub use telemetry::describe_metrics;
 pub use token::Holder;

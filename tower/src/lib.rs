@@ -71,6 +71,8 @@ mod layer;
 mod retry;
 mod route;
 mod service;
+#[cfg(feature = "serde")]
+mod settings;
 mod target;
 mod template;
 
@@ -80,3 +82,5 @@ pub use error::{BuildError, KeyError};
 pub use layer::{Hold, LockLayer, LockLayerBuilder};
 pub use retry::RetryAfter;
 pub use service::LockService;
+#[cfg(feature = "serde")]
+pub use settings::{LayerSettings, Templates};
