@@ -103,6 +103,11 @@ use proc_macro::TokenStream;
 ///   was acquired, even when the body ends sooner, so that instances whose
 ///   schedules fire within that time skip the job (above zero, at most 365
 ///   days; off).
+/// - `period = "1h"`: run at most once per period across every instance,
+///   whatever their phases: the period's start goes into the key
+///   (`key@START`, Unix seconds), held until a period after the period's
+///   end (see `LockManager::try_once_per_period`). Whole seconds, 1 s to
+///   half a year; needs `on_busy = "skip"` and one `key` (off).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
 ///   installed with `leasehold::install`). Its former name `client` is

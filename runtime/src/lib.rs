@@ -35,7 +35,8 @@
 //!   is undone (`acquire/pending`).
 //! - **`kinds/`**: what each kind asks of the engine and the guards it
 //!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
-//!   guards in `rw_guard`), semaphores, leader election.
+//!   guards in `rw_guard`), semaphores, leader election, jobs once per
+//!   `period`.
 //! - **`manager`**: the façade users hold; `builder` and `install` make it.
 //! - **`check`**: the start-up and readiness report of
 //!   `LockManager::check` (each node asked by `backend/probe`, and the

@@ -50,6 +50,10 @@ pub enum Target {
     Read(String),
     /// The write lease of the read/write lock on the key.
     Write(String),
+    /// The plain lock on the key of the current period of this length
+    /// (`period = "1h"`, with `on_busy = "skip"`): see
+    /// `LockManager::try_once_per_period`.
+    Period(String, std::time::Duration),
 }
 
 /// What a call does when its lock is held elsewhere: [`Wait`] up to the
@@ -162,6 +166,9 @@ async fn wait<F: Future>(
         }
         Target::Read(key) => manager.rwlock(&key).with_read(options, body).await,
         Target::Write(key) => manager.rwlock(&key).with_write(options, body).await,
+        Target::Period(..) => Err(LockError::InvalidOptions(
+            "a `period` needs `on_busy = \"skip\"`: a later call of the period skips".into(),
+        )),
     }
 }
 
@@ -181,5 +188,10 @@ async fn attempt<F: Future>(
         }
         Target::Read(key) => manager.rwlock(&key).try_with_read(options, body).await,
         Target::Write(key) => manager.rwlock(&key).try_with_write(options, body).await,
+        Target::Period(key, period) => {
+            manager
+                .try_once_per_period(&key, period, options, body)
+                .await
+        }
     }
 }

@@ -139,13 +139,22 @@ fn rewrite(
     };
     // What to lock, with a computed number of permits checked before the
     // lock is taken.
-    let (target, permits_binding) = match (options.several, &options.permits, options.mode) {
-        (true, ..) => (quote!(Locks(#key_var)), None),
-        (false, Some(Setting::Fixed(permits)), _) => {
+    let (target, permits_binding) = match (
+        options.period,
+        options.several,
+        &options.permits,
+        options.mode,
+    ) {
+        (Some(period), ..) => {
+            let period = millis(period);
+            (quote!(Period(#key_var, #period)), None)
+        }
+        (None, true, ..) => (quote!(Locks(#key_var)), None),
+        (None, false, Some(Setting::Fixed(permits)), _) => {
             let permits = Literal::u32_unsuffixed(*permits);
             (quote!(Permit(#key_var, #permits)), None)
         }
-        (false, Some(Setting::Computed(expr)), _) => {
+        (None, false, Some(Setting::Computed(expr)), _) => {
             let value = quote_spanned!(expr.span()=> #krate_here::__private::permits(#expr));
             let checked = bail(value);
             (
@@ -153,9 +162,9 @@ fn rewrite(
                 Some(quote!(let #permits_var: u32 = #checked;)),
             )
         }
-        (false, None, Some(Mode::Read)) => (quote!(Read(#key_var)), None),
-        (false, None, Some(Mode::Write)) => (quote!(Write(#key_var)), None),
-        (false, None, None) => (quote!(Lock(#key_var)), None),
+        (None, false, None, Some(Mode::Read)) => (quote!(Read(#key_var)), None),
+        (None, false, None, Some(Mode::Write)) => (quote!(Write(#key_var)), None),
+        (None, false, None, None) => (quote!(Lock(#key_var)), None),
     };
     let key_type = if options.several {
         quote!(::std::vec::Vec<::std::string::String>)
