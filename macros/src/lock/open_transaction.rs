@@ -57,7 +57,6 @@ pub(crate) fn proofs(sig: &Signature, krate: &TokenStream) -> TokenStream {
         })
         .map(|(span, ident)| {
             quote_spanned! {span=>
-                #[allow(clippy::needless_borrow, clippy::unit_arg)]
                 {
                     #[allow(unused_imports)]
                     use #krate::__private::open_transaction::{

@@ -99,7 +99,6 @@ pub(super) async fn inspect(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<LockState, RedisError> {
-    #[allow(clippy::type_complexity)]
     let (holder, pttl, fence, queued, queued_count, granted_ago, waited, released): (
         String,
         i64,
