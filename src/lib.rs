@@ -44,6 +44,7 @@ pub use leasehold_runtime::*;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use leasehold_tower as tower;
 
+mod open_transaction;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx;
 
@@ -60,4 +61,8 @@ pub mod __private {
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub use crate::sqlx::{begin_transaction, finish_transaction};
     pub use leasehold_runtime::__private::*;
+    /// See `open_transaction.rs`.
+    pub mod open_transaction {
+        pub use crate::open_transaction::*;
+    }
 }

@@ -106,6 +106,12 @@ impl HeldInfo {
         }
     }
 
+    /// Whether a plain lock's holder released it within its
+    /// `hold_at_least`: it ends with the hold, as planned.
+    pub fn released(&self) -> bool {
+        matches!(self, HeldInfo::Lock(info) if info.released)
+    }
+
     /// Waiters recorded in the backend (a read/write lock's: its waiting
     /// writers); `None` for a semaphore, whose waiters are not recorded.
     pub fn waiters(&self) -> Option<usize> {
@@ -228,6 +234,14 @@ pub struct LockJson {
     pub holder: Option<HolderJson>,
     /// Lease left in the backend.
     pub remaining_ms: Option<u64>,
+    /// How long ago the holder was granted the lock, by the server's clock,
+    /// when it waited for it; `null` when it was granted as it asked.
+    pub granted_ago_ms: Option<u64>,
+    /// How long it waited in the queue before, by the server's clock.
+    pub waited_ms: Option<u64>,
+    /// Whether its holder released it within its `hold_at_least`: it is
+    /// kept until the hold ends.
+    pub released: bool,
     /// The last fencing token issued for the key.
     pub fencing_counter: Option<u64>,
     /// Waiters queued in the backend.
@@ -247,6 +261,9 @@ impl LockJson {
                 .as_ref()
                 .map(|holder| HolderJson::new(holder, now)),
             remaining_ms: info.remaining.map(millis),
+            granted_ago_ms: info.granted_ago.map(millis),
+            waited_ms: info.waited.map(millis),
+            released: info.released,
             fencing_counter: info.fencing_counter,
             queued_count: info.queued_count,
             queued: info

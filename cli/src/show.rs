@@ -137,7 +137,6 @@ fn describe(info: &LockInfo, now: SystemTime) -> String {
     if !info.held {
         text.push_str("held:            no\n");
     } else if let Some(holder) = &info.holder {
-        let held_for = format::since(holder.acquired_at, now);
         let _ = writeln!(text, "held by:         {}", holder.manager);
         let _ = writeln!(text, "host:            {}", holder.host);
         let _ = writeln!(text, "pid:             {}", holder.pid);
@@ -146,18 +145,47 @@ fn describe(info: &LockInfo, now: SystemTime) -> String {
             "label:           {}",
             holder.label.as_deref().unwrap_or("-")
         );
-        let _ = writeln!(
-            text,
-            "held for:        {} (since {} UTC, by its clock)",
-            format::duration(held_for),
+        let asked = format!(
+            "asked at {} UTC, by its clock",
             format::clock(holder.acquired_at)
         );
+        match info.granted_ago {
+            Some(granted_ago) => {
+                let _ = writeln!(
+                    text,
+                    "held for:        {} (granted after a wait, by the server's clock)",
+                    format::duration(granted_ago)
+                );
+                let waited = info.waited.map_or_else(
+                    || "no place in the queue recorded".to_owned(),
+                    |waited| format!("{} in the queue", format::duration(waited)),
+                );
+                let _ = writeln!(text, "waited:          {waited} ({asked})");
+            }
+            None => {
+                let _ = writeln!(
+                    text,
+                    "held for:        {} (granted when it asked: {asked})",
+                    format::duration(format::since(holder.acquired_at, now))
+                );
+                text.push_str("waited:          none recorded\n");
+            }
+        }
         let _ = writeln!(text, "ttl:             {}", format::duration(holder.ttl));
     } else {
         text.push_str("held by:         an unnamed holder (its token records no identity)\n");
     }
     if let Some(remaining) = info.remaining {
-        let _ = writeln!(text, "remaining:       {}", format::duration(remaining));
+        let released = if info.released {
+            " (released by its holder; kept until its hold_at_least ends)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            text,
+            "remaining:       {}{released}",
+            format::duration(remaining)
+        );
     }
     let counter = info
         .fencing_counter

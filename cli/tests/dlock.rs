@@ -163,6 +163,90 @@ async fn show_names_holder_ttl_fencing_counter_and_a_queued_waiter() {
     waiting.abort();
 }
 
+/// Issue 42: `show` counted "held for" from when the holder asked, wait
+/// included. A holder that waited in the queue is shown held since its
+/// grant, and its wait apart; one that took the lock at once did not wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_tells_a_holders_wait_from_how_long_it_has_held() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let first = LockManager::builder()
+        .name("first-svc")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let held = first
+        .acquire("report", LockOptions::new())
+        .await
+        .expect("free");
+    let run = dlock(&["--url", &url, "show", "report"], "").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("(granted when it asked: asked at "),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("waited:          none recorded"),
+        "{run:#?}"
+    );
+
+    let waiting = queue_waiter(&url, "report").await;
+    // Queued now; it waits at least this long before the release below.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    held.release().await.expect("release");
+    let granted = waiting.await.expect("the waiter").expect("handed the lock");
+
+    let run = dlock(&["--url", &url, "show", "report"], "").await;
+    run.expect_code(0);
+    let text = &run.stdout;
+    assert!(text.contains("held by:         waiter-svc"), "{text}");
+    assert!(
+        text.contains("(granted after a wait, by the server's clock)"),
+        "{text}"
+    );
+    assert!(text.contains(" in the queue (asked at "), "{text}");
+
+    let run = dlock(&["--url", &url, "show", "report", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    let waited = info["waited_ms"].as_u64().expect("a recorded wait");
+    assert!(waited >= 1_500, "{info}");
+    let held_for = info["granted_ago_ms"].as_u64().expect("a recorded grant");
+    let since_asked = info["holder"]["for_ms"].as_u64().expect("since it asked");
+    assert!(held_for + 1_000 < since_asked, "{info}");
+    drop(granted);
+}
+
+/// Issue 42: a job released within its `hold_at_least` is shown released,
+/// kept until its hold ends, so its expiry is not taken for a lost holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_marks_a_lock_released_within_its_hold() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let jobs = LockManager::builder()
+        .name("jobs")
+        .connect(&url)
+        .await
+        .expect("connect");
+    let hold = LockOptions::new().hold_at_least(Duration::from_secs(60));
+    let running = jobs.acquire("job:report", hold).await.expect("free");
+    let run = dlock(&["--url", &url, "show", "job:report"], "").await;
+    run.expect_code(0);
+    assert!(!run.stdout.contains("released by its holder"), "{run:#?}");
+    running.release().await.expect("released within its hold");
+
+    let run = dlock(&["--url", &url, "show", "job:report"], "").await;
+    run.expect_code(0);
+    assert!(
+        run.stdout
+            .contains("(released by its holder; kept until its hold_at_least ends)"),
+        "{run:#?}"
+    );
+    let run = dlock(&["--url", &url, "show", "job:report", "--json"], "").await;
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["released"], true, "{info}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forced_release_evicts_the_other_process_which_learns_it_lost_its_lease() {
     let server = RedisServer::start();

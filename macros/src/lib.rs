@@ -103,6 +103,11 @@ use proc_macro::TokenStream;
 ///   was acquired, even when the body ends sooner, so that instances whose
 ///   schedules fire within that time skip the job (above zero, at most 365
 ///   days; off).
+/// - `period = "1h"`: run at most once per period across every instance,
+///   whatever their phases: the period's start goes into the key
+///   (`key@START`, Unix seconds), held until a period after the period's
+///   end (see `LockManager::try_once_per_period`). Whole seconds, 1 s to
+///   half a year; needs `on_busy = "skip"` and one `key` (off).
 /// - `manager = expr`: the `LockManager` to use, any `Borrow<LockManager>`
 ///   such as `self.locks`, `&LockManager` or `Arc<LockManager>` (the one
 ///   installed with `leasehold::install`). Its former name `client` is
@@ -123,6 +128,12 @@ use proc_macro::TokenStream;
 /// like a transaction the caller opened and is a compile error: the caller
 /// would commit after this function returned and released the lock.
 /// Open the transaction inside the lock with `#[transactional]` instead.
+/// That check reads the signature's spelling; with `leasehold`'s `sqlite` or
+/// `postgres` feature the expansion also asks the compiler to prove of each
+/// parameter bound to a name that its type is not sqlx's `Transaction`
+/// (owned or `&mut`) or a `&mut` to an sqlx `Connection`, so a type alias of
+/// one fails to compile too, at the parameter. A generic parameter cannot be
+/// proven either way and passes.
 /// Stacked with `#[transactional]` in either order, the lock is taken before
 /// the transaction begins and released after it commits.
 ///

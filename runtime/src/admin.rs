@@ -56,6 +56,21 @@ pub struct LockInfo {
     pub queued_count: usize,
     /// How many of this process's tasks wait for the lock now.
     pub local_waiters: usize,
+    /// How long ago the holder was granted the lock, by the server's clock,
+    /// when it was granted after waiting in the backend's queue (single
+    /// server, Sentinel, Cluster; kept a day). `None` for a holder that took
+    /// the lock at its first attempt: it was granted when it asked
+    /// (`Holder::acquired_at`).
+    pub granted_ago: Option<Duration>,
+    /// How long the holder waited in the backend's queue before it was
+    /// granted the lock, by the server's clock; `None` as `granted_ago`, or
+    /// when it was granted without having a place in the queue.
+    pub waited: Option<Duration>,
+    /// Whether the holder released the lock within its `hold_at_least`
+    /// (single server, Sentinel, Cluster): it is kept until the hold ends,
+    /// and that expiry is the hold's designed end, not a holder that stopped
+    /// renewing.
+    pub released: bool,
 }
 
 /// One live lease of a semaphore (a permit) or of a read/write lock (a
@@ -190,6 +205,9 @@ impl LockManager {
             queued,
             queued_count: state.queued_count,
             local_waiters: self.backend().local_waiters(&lock_key),
+            granted_ago: state.granted_ago.filter(|_| state.holder.is_some()),
+            waited: state.waited.filter(|_| state.holder.is_some()),
+            released: state.released,
         })
     }
 

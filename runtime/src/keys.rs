@@ -4,7 +4,8 @@
 //! For a namespace `base:` (a `:` is added when missing), the lock on user key
 //! `k` is `base:k`, and its internal keys are `base-fence:k` (fencing counter),
 //! `base-queue:k` (waiters in arrival order) and `base-wait:k` (when each
-//! waiter's place expires). The semaphore on user key `k` keeps its holders
+//! waiter's place expires) and `base-record:k` (the last grant after a wait
+//! and whether the holder released it within its `hold_at_least`). The semaphore on user key `k` keeps its holders
 //! in `base-sem:k`, an internal key too, so a lock and a semaphore of the
 //! same user key never share a name. The read/write lock on `k` keeps its
 //! writer in `base-rw:k`, its readers in `base-read:k`, its waiting writers'
@@ -14,7 +15,7 @@
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
-//! `rwfence:`, `rwturn:`) is a prefix of another, so they cannot collide among
+//! `rwfence:`, `rwturn:`, `record:`) is a prefix of another, so they cannot collide among
 //! themselves either.
 //!
 //! On Redis Cluster every name of one lock must live in one hash slot, so a
@@ -53,8 +54,8 @@ pub enum LockKind {
 }
 
 /// What follows `base-` in an internal key's name, one per role.
-const INTERNAL_ROLES: [&str; 9] = [
-    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent", "rwturn",
+const INTERNAL_ROLES: [&str; 10] = [
+    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent", "rwturn", "record",
 ];
 
 /// Refuses a namespace whose names could be another namespace's (see the
@@ -112,10 +113,11 @@ pub(crate) struct LockKey {
     pub(crate) kind: KeyKind,
     /// The user key, then the names [`lock`](Self::lock),
     /// [`fence`](Self::fence), [`queue`](Self::queue),
-    /// [`waiters`](Self::waiters) and [`readers`](Self::readers).
+    /// [`waiters`](Self::waiters), [`readers`](Self::readers) and
+    /// [`record`](Self::record).
     names: Box<str>,
-    /// Where each of those six parts of `names` ends.
-    ends: [usize; 6],
+    /// Where each of those seven parts of `names` ends.
+    ends: [usize; 7],
 }
 
 impl LockKey {
@@ -157,6 +159,16 @@ impl LockKey {
         self.part(5)
     }
 
+    /// Hash of what operators are shown about the lock's current lease
+    /// beyond its token: `granted` (`token granted_ms queued_ms`, server
+    /// ms, written when a waiter is granted the lock) and `released` (the
+    /// token of a holder that released within its `hold_at_least`).
+    /// Touched only by the lock's steps, never by a semaphore's or a
+    /// read/write lock's.
+    pub(crate) fn record(&self) -> &str {
+        self.part(6)
+    }
+
     /// The channel whose release messages wake this key's waiters: the lock
     /// key (for a semaphore its holder set, for a reader of a read/write
     /// lock its writer key), except for a writer of a read/write lock, which
@@ -179,6 +191,7 @@ impl std::fmt::Debug for LockKey {
             .field("queue", &self.queue())
             .field("waiters", &self.waiters())
             .field("readers", &self.readers())
+            .field("record", &self.record())
             .finish()
     }
 }
@@ -227,13 +240,13 @@ impl KeySpace {
         self.names(
             KeyKind::Lock,
             user,
-            [":", "-fence:", "-queue:", "-wait:", "-read:"],
+            [":", "-fence:", "-queue:", "-wait:", "-read:", "-record:"],
         )
     }
 
     /// The [`LockKey`] of `kind` on `user` whose names (`{tag}base{role}user`)
-    /// have these `roles`: lock, fence, queue, waiters and readers.
-    fn names(&self, kind: KeyKind, user: &str, roles: [&str; 5]) -> LockKey {
+    /// have these `roles`: lock, fence, queue, waiters, readers and record.
+    fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
         let tag = self.tag(user);
         let name_len = tag.len() + self.base.len() + user.len();
         let size = user.len()
@@ -242,7 +255,7 @@ impl KeySpace {
                 .map(|role| name_len + role.len())
                 .sum::<usize>();
         let mut names = String::with_capacity(size);
-        let mut ends = [0; 6];
+        let mut ends = [0; 7];
         names.push_str(user);
         ends[0] = names.len();
         for (end, role) in ends[1..].iter_mut().zip(roles) {
@@ -264,14 +277,23 @@ impl KeySpace {
     /// `waiters` the readers' turn `base-rwturn:k`, all in the slot of the
     /// lock on `user` when hash-tagged.
     pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
-        let roles = ["-rw:", "-rwfence:", "-intent:", "-rwturn:", "-read:"];
+        let roles = [
+            "-rw:",
+            "-rwfence:",
+            "-intent:",
+            "-rwturn:",
+            "-read:",
+            "-record:",
+        ];
         self.names(kind, user, roles)
     }
 
     /// The names of the semaphore on `user`: its holder set `base-sem:k`, in
     /// the slot of the lock on `user` when hash-tagged.
     pub(crate) fn semaphore(&self, user: &str) -> LockKey {
-        let roles = ["-sem:", "-fence:", "-queue:", "-wait:", "-read:"];
+        let roles = [
+            "-sem:", "-fence:", "-queue:", "-wait:", "-read:", "-record:",
+        ];
         self.names(KeyKind::Semaphore, user, roles)
     }
 
@@ -456,7 +478,7 @@ mod tests {
             for user in BRACED {
                 let key = space.key(user);
                 assert_eq!(space.user_key_of(key.lock()), Some(user));
-                for internal in [key.fence(), key.queue(), key.waiters()] {
+                for internal in [key.fence(), key.queue(), key.waiters(), key.record()] {
                     assert_eq!(space.user_key_of(internal), None, "{internal}");
                 }
             }
@@ -487,6 +509,7 @@ mod tests {
                     key.fence(),
                     key.queue(),
                     key.waiters(),
+                    key.record(),
                     rw.fence(),
                     rw.queue(),
                 ] {
@@ -518,11 +541,12 @@ mod tests {
         key: &'a LockKey,
         semaphore: &'a LockKey,
         rw: &'a LockKey,
-    ) -> [&'a str; 8] {
+    ) -> [&'a str; 9] {
         [
             key.fence(),
             key.queue(),
             key.waiters(),
+            key.record(),
             semaphore.lock(),
             rw.lock(),
             rw.fence(),
@@ -654,6 +678,7 @@ mod tests {
             (lock.queue().to_owned(), "queue"),
             (lock.waiters().to_owned(), "wait"),
             (lock.readers().to_owned(), "readers"),
+            (lock.record().to_owned(), "record"),
             (keys.semaphore(user).lock().to_owned(), "semaphore"),
             (rw.lock().to_owned(), "writer"),
             (rw.fence().to_owned(), "writers' fence"),

@@ -8,7 +8,8 @@
 //! depends on the foundation only; a lease keeps a handle of its manager
 //! (to release through its backend and runtime), the one way back up.
 //!
-//! - **Foundation**: `error`, `options`, `keys` (every Redis name of a lock,
+//! - **Foundation**: `error`, `options` (and `settings`, how a file writes
+//!   them, with `duration`'s parser), `keys` (every Redis name of a lock,
 //!   and why none collide), `token` (owner tokens and who holds them),
 //!   `validity` (how long a lease is certainly ours), `redact`, `telemetry`.
 //! - **`backend/`**: where locks live: one Redis server or a Redis Cluster
@@ -34,7 +35,8 @@
 //!   is undone (`acquire/pending`).
 //! - **`kinds/`**: what each kind asks of the engine and the guards it
 //!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
-//!   guards in `rw_guard`), semaphores, leader election.
+//!   guards in `rw_guard`), semaphores, leader election, jobs once per
+//!   `period`.
 //! - **`manager`**: the façade users hold; `builder` and `install` make it.
 //! - **`check`**: the start-up and readiness report of
 //!   `LockManager::check` (each node asked by `backend/probe`, and the
@@ -56,6 +58,7 @@ mod backend;
 mod builder;
 mod check;
 mod computed;
+mod duration;
 mod error;
 mod hashing;
 mod install;
@@ -66,6 +69,8 @@ mod manager;
 mod options;
 mod private;
 mod redact;
+#[cfg(feature = "serde")]
+mod settings;
 mod telemetry;
 mod token;
 mod validity;
@@ -73,14 +78,15 @@ mod validity;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::computed::{permits, refused, Computed};
-    pub use crate::private::{locked, KeyPart, OnBusy, Skip, Skipped, Target, Wait};
+    pub use crate::private::{locked, rendered, KeyPart, OnBusy, Skip, Skipped, Target, Wait};
 }
 
 pub use builder::LockManagerBuilder;
 pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use duration::{parse_duration, DurationError, ACCEPTED_DURATIONS};
 pub use error::{Cause, LockError};
 pub use install::{install, installed};
-pub use kinds::leader::{Leadership, Term};
+pub use kinds::leader::{LeaderWatch, Leadership, Term};
 pub use kinds::multi::MultiGuard;
 pub use kinds::rw_guard::{ReadGuard, WriteGuard};
 pub use kinds::rwlock::RwLock;
@@ -90,5 +96,8 @@ pub use lease::scope::{fencing_token, fencing_token_for, held_locks, lease_lost}
 pub use manager::LockManager;
 pub use options::{LockOptions, OnLost};
 pub use redact::redact_url;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use settings::{LeaderSettings, SemaphoreSettings};
 pub use telemetry::describe_metrics;
 pub use token::Holder;

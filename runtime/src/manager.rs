@@ -283,6 +283,7 @@ impl LockManager {
             taken.sent,
             label.clone(),
         );
+        lease.waited = taken.waited;
         let watchdog = self.inner.renewals.watch(
             Arc::clone(self.backend()),
             Watched {

@@ -23,6 +23,20 @@ impl<T: Display> KeyPart for T {
     }
 }
 
+/// A placeholder's value (`value`) rendered into the key, or
+/// `InvalidOptions` naming the placeholder as written (`written`, `{id}`) when
+/// it renders empty: `order:{id}` with `id == ""` would lock `order:` for
+/// every call with an empty id, unrelated as they are.
+pub fn rendered(written: &str, value: &dyn Display) -> Result<String, LockError> {
+    let text = value.to_string();
+    if text.is_empty() {
+        return Err(LockError::InvalidOptions(format!(
+            "the lock key's placeholder `{written}` is empty, so every call with an empty value would share one lock; pass a non-empty value, or check it before the call"
+        )));
+    }
+    Ok(text)
+}
+
 /// What an annotated function locks: its rendered key (or keys) and kind.
 #[derive(Debug)]
 pub enum Target {
@@ -36,6 +50,10 @@ pub enum Target {
     Read(String),
     /// The write lease of the read/write lock on the key.
     Write(String),
+    /// The plain lock on the key of the current period of this length
+    /// (`period = "1h"`, with `on_busy = "skip"`): see
+    /// `LockManager::try_once_per_period`.
+    Period(String, std::time::Duration),
 }
 
 /// What a call does when its lock is held elsewhere: [`Wait`] up to the
@@ -148,6 +166,9 @@ async fn wait<F: Future>(
         }
         Target::Read(key) => manager.rwlock(&key).with_read(options, body).await,
         Target::Write(key) => manager.rwlock(&key).with_write(options, body).await,
+        Target::Period(..) => Err(LockError::InvalidOptions(
+            "a `period` needs `on_busy = \"skip\"`: a later call of the period skips".into(),
+        )),
     }
 }
 
@@ -167,5 +188,10 @@ async fn attempt<F: Future>(
         }
         Target::Read(key) => manager.rwlock(&key).try_with_read(options, body).await,
         Target::Write(key) => manager.rwlock(&key).try_with_write(options, body).await,
+        Target::Period(key, period) => {
+            manager
+                .try_once_per_period(&key, period, options, body)
+                .await
+        }
     }
 }

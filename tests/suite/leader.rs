@@ -223,6 +223,37 @@ async fn resigning_or_dropping_a_term_hands_over_at_once_in_memory() {
     resigning_or_dropping_hands_over_at_once(Harness::memory()).await;
 }
 
+/// A term's lock is labelled by its key, which is what operators and the
+/// metrics' `lock` label see (not `-` and `unlabelled`); a label the caller
+/// gave is kept.
+async fn terms_are_labelled_by_their_key(harness: Harness) {
+    let term = within(harness.a.leader(KEY, long()).next_term())
+        .await
+        .expect("the key is free");
+    let info = harness.b.inspect(KEY).await.expect("inspect");
+    let label = info.holder.and_then(|holder| holder.label);
+    assert_eq!(label.as_deref(), Some(KEY), "{term:?}");
+    term.resign().await.expect("resign");
+
+    let labelled = long().label("orders-leader");
+    let term = within(harness.a.leader(KEY, labelled).next_term())
+        .await
+        .expect("the key is free");
+    let info = harness.b.inspect(KEY).await.expect("inspect");
+    let label = info.holder.and_then(|holder| holder.label);
+    assert_eq!(label.as_deref(), Some("orders-leader"), "{term:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_are_labelled_by_their_key_on_redis() {
+    terms_are_labelled_by_their_key(Harness::redis().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terms_are_labelled_by_their_key_in_memory() {
+    terms_are_labelled_by_their_key(Harness::memory()).await;
+}
+
 /// A campaign dropped while it waits (here by a timeout) leaves nothing
 /// behind: once the leader resigns, the key is free at once, not held for
 /// a campaigner that went away.
@@ -327,6 +358,52 @@ async fn unrenewed_term_is_lost_within_its_ttl_in_memory() {
         .await
         .expect("the key is free once the lease ran out");
     assert!(next.number() > term.number(), "{next:?} after {term:?}");
+}
+
+/// A watched leadership shows its term while it lasts and `None` once it is
+/// lost, before its lease's validity ends (here an unrenewed lease, as a
+/// leader cut off from Redis has), while the next leader (queued first, so
+/// handed the key) leads; dropping the watch ends its campaign and still
+/// shows `None`.
+async fn watched_leadership_shows_a_term_only_while_it_is_valid(harness: Harness) {
+    let began = Instant::now();
+    let watch = harness.a.leader(KEY, fixed_lease(SHORT_TTL)).watch();
+    let mut current = watch.receiver();
+    let first = within(current.wait_for(Option::is_some))
+        .await
+        .map(|term| *term)
+        .expect("the campaign runs");
+    assert_eq!(watch.current(), first);
+    let next = campaign(&harness.b, long());
+    within(current.wait_for(|term| *term != first))
+        .await
+        .expect("the campaign runs");
+    assert!(
+        began.elapsed() <= SHORT_TTL,
+        "term {first:?} was shown {:?} after its campaign began, past its unrenewed lease",
+        began.elapsed()
+    );
+    let (next, _) = within(next).await.expect("campaign task");
+    assert_eq!(
+        *current.borrow(),
+        None,
+        "shown as leading while {next:?} leads"
+    );
+    drop(watch);
+    within(current.wait_for(Option::is_none))
+        .await
+        .expect("`None` is shown when the campaign ends");
+    assert!(!next.is_lost());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_leadership_shows_a_term_only_while_it_is_valid_on_redis() {
+    watched_leadership_shows_a_term_only_while_it_is_valid(Harness::redis().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_leadership_shows_a_term_only_while_it_is_valid_in_memory() {
+    watched_leadership_shows_a_term_only_while_it_is_valid(Harness::memory()).await;
 }
 
 /// The lease of the leader that is killed below.

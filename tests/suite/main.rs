@@ -45,6 +45,8 @@ mod rwlock;
 mod scheduled;
 mod semaphore;
 mod sentinel;
+#[cfg(feature = "serde")]
+mod settings_file;
 mod shutdown;
 mod skipping;
 mod tls;

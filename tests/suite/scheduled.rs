@@ -1,7 +1,7 @@
 //! Jobs that every instance of a fleet schedules and one of them runs, per
 //! period: `#[distributed_lock(on_busy = "skip", hold_at_least = "...")]`
-//! (with `key` and with `keys`) and `LockManager::try_with_lock` against a
-//! real redis-server.
+//! (with `key` and with `keys`), the same keyed by its period (`period =
+//! "..."`), and `LockManager::try_with_lock` against a real redis-server.
 //!
 //! Each test starts its own server on a free 127.0.0.1 port. Every loop is
 //! bounded in count and time.
@@ -216,4 +216,79 @@ async fn each_period_runs_once_across_three_instances() {
         skipped.load(Ordering::Relaxed),
         usize::try_from(PERIODS).unwrap() * 2
     );
+}
+
+/// One instance of a fleet with an hourly-style job keyed by its period:
+/// `period = "3s"`, its own hold only 100 ms.
+struct PeriodicInstance {
+    locks: LockManager,
+    runs: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl PeriodicInstance {
+    /// The job: records the keys it ran under (`job:digest@START`).
+    #[distributed_lock(
+        key = "job:digest",
+        period = "3s",
+        on_busy = "skip",
+        hold_at_least = "100ms",
+        manager = self.locks
+    )]
+    async fn digest(&self) -> Result<(), LockError> {
+        self.runs.lock().unwrap().push(leasehold::held_locks());
+        Ok(())
+    }
+}
+
+/// Issue 42, item 6: with `on_busy = "skip"` and `hold_at_least` alone, an
+/// instance whose timer fires more than the hold after another's runs the
+/// period again. With `period`, three instances firing one after another,
+/// each more than the hold after the one before, run each period once: the
+/// first of each period runs, the others skip, and the next period runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_with_offset_timers_run_each_period_once() {
+    let server = RedisServer::start();
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let mut fleet = Vec::new();
+    for _ in 0..3 {
+        fleet.push(PeriodicInstance {
+            locks: connect(&server.url()).await,
+            runs: Arc::clone(&runs),
+        });
+    }
+    let period = 3u64;
+    let period_of = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            / period
+    };
+    for _round in 0..3 {
+        // A period no call has touched yet: wait for the next one to begin.
+        let current = period_of();
+        for _ in 0..500 {
+            if period_of() != current {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_ne!(period_of(), current, "the next period never began");
+        for instance in &fleet {
+            instance.digest().await.expect("ran or skipped");
+            // The next instance's timer fires later than this hold ends.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    let runs = runs.lock().unwrap().clone();
+    let keys: Vec<String> = runs.iter().flatten().cloned().collect();
+    assert!(
+        keys.iter().all(|key| key.starts_with("job:digest@")),
+        "{keys:?}"
+    );
+    let mut distinct = keys.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), keys.len(), "a period ran twice: {keys:?}");
+    assert!(keys.len() >= 3, "each round's new period ran: {keys:?}");
 }

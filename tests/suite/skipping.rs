@@ -134,3 +134,57 @@ async fn annotated_permit_and_read_skip_when_busy() {
     writer.release().await.unwrap();
     read_doc(&locks).await.unwrap();
 }
+
+/// What the subscriber of [`a_skipped_call_logs_at_debug`] formatted.
+#[derive(Clone, Default)]
+struct Traced(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Traced {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let mut traced = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        traced.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A skipped call is routine (a scheduled job skips on every instance but
+/// one, every period), so it is logged at DEBUG, not INFO.
+#[test]
+fn a_skipped_call_logs_at_debug() {
+    let traced = Traced::default();
+    let writer = traced.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let default = tracing_subscriber::util::SubscriberInitExt::set_default(subscriber);
+    runtime.block_on(async {
+        let locks = LockManager::in_memory();
+        let held = locks.acquire("job", LockOptions::new()).await.unwrap();
+        let one = locks.try_with_lock("job", LockOptions::new(), async {});
+        assert_eq!(one.await.unwrap(), None);
+        let set = locks.try_with_locks(["job", "other"], LockOptions::new(), async {});
+        assert_eq!(set.await.unwrap(), None);
+        held.release().await.unwrap();
+    });
+    drop(default);
+    let text = String::from_utf8(traced.0.lock().unwrap().clone()).unwrap();
+    let skipped: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("skipped"))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{text}");
+    assert!(
+        skipped.iter().all(|line| line.contains("DEBUG")),
+        "{skipped:#?}"
+    );
+}

@@ -7,6 +7,9 @@
 /// `KeyPart`, `OnBusy` and `Wait` (these shims wait).
 macro_rules! shim_private_items {
     () => {
+        /// The expansion's proof that no parameter is an open transaction.
+        pub use leasehold::__private::open_transaction;
+
         /// What the expansion locks; these tests lock one key.
         pub enum Target {
             Lock(String),
@@ -21,6 +24,20 @@ macro_rules! shim_private_items {
             fn key_part(&self) -> &dyn std::fmt::Display {
                 self
             }
+        }
+
+        /// A placeholder's value rendered into the key; these tests never
+        /// refuse one.
+        pub fn rendered(
+            _written: &str,
+            value: &dyn std::fmt::Display,
+        ) -> Result<String, std::convert::Infallible> {
+            Ok(value.to_string())
+        }
+
+        /// The early error of a call; never reached here.
+        pub fn refused<T, E>(error: std::convert::Infallible) -> Result<T, E> {
+            match error {}
         }
 
         /// What a call does when busy; these tests wait.

@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 
 use crate::body::LockBody;
 use crate::error::KeyError;
+use crate::retry::RetryAfter;
 use leasehold_runtime::LockError;
 
 /// What a busy lock answers over HTTP (gRPC answers `ABORTED` either way).
@@ -19,10 +20,12 @@ pub enum OnBusy {
     /// resource.
     #[default]
     Conflict,
-    /// `429 Too Many Requests` with `Retry-After`: the holder's remaining
-    /// lease, in whole seconds rounded up (at least 1; 1 when the holder let
-    /// go meanwhile). The holder may renew its lease, so this is when a retry
-    /// may succeed, not when it will.
+    /// `429 Too Many Requests` with `Retry-After`: as long as
+    /// [`RetryAfter`](crate::RetryAfter) says (by default about as long as
+    /// the layer's recent holds took), never longer than the holder's
+    /// remaining lease, in whole seconds rounded up (at least 1; 1 when the
+    /// holder let go meanwhile). This is when a retry may succeed, not when
+    /// it will.
     TooManyRequests,
 }
 
@@ -32,7 +35,8 @@ pub(crate) enum Refusal {
     /// The request names no lock key.
     BadKey(KeyError),
     /// The lock call failed with `error`; for a busy lock, `retry_after` is
-    /// how long the holder's lease has left, if known.
+    /// how long the client should wait (see [`RetryAfter`](crate::RetryAfter)),
+    /// if known.
     Failed {
         error: LockError,
         retry_after: Option<Duration>,
@@ -44,10 +48,11 @@ pub(crate) enum Refusal {
 pub(crate) struct Answers {
     pub(crate) on_busy: OnBusy,
     pub(crate) grpc: bool,
+    pub(crate) retry_after: RetryAfter,
 }
 
 impl Answers {
-    /// Whether a busy answer carries the holder's remaining lease.
+    /// Whether a busy answer carries `Retry-After`.
     pub(crate) fn tells_retry_after(&self) -> bool {
         !self.grpc && self.on_busy == OnBusy::TooManyRequests
     }

@@ -10,6 +10,7 @@ use tower_layer::Layer;
 
 use crate::answer::{Answers, OnBusy};
 use crate::error::{BuildError, KeyError};
+use crate::retry::{RecentHolds, RetryAfter};
 use crate::route::Route;
 use crate::service::LockService;
 use crate::target::{KeyFn, Keys, OneKey};
@@ -50,6 +51,8 @@ pub(crate) struct Config<M, B> {
     pub(crate) options: LockOptions,
     pub(crate) answers: Answers,
     pub(crate) hold: Hold,
+    /// The holds this layer's requests completed lately, for `Retry-After`.
+    pub(crate) holds: RecentHolds,
 }
 
 impl<M: Borrow<LockManager>, B> LockLayer<M, B> {
@@ -65,6 +68,7 @@ impl<M: Borrow<LockManager>, B> LockLayer<M, B> {
             answers: Answers {
                 on_busy: OnBusy::Conflict,
                 grpc: false,
+                retry_after: RetryAfter::RecentHolds,
             },
             hold: Hold::UntilResponse,
         }
@@ -160,6 +164,15 @@ impl<M: Borrow<LockManager>, B> LockLayerBuilder<M, B> {
         self
     }
 
+    /// What `Retry-After` says with [`OnBusy::TooManyRequests`]: by default
+    /// about as long as this layer's recent holds took
+    /// ([`RetryAfter::RecentHolds`]), never longer than the holder's
+    /// remaining lease.
+    pub fn retry_after(mut self, retry_after: RetryAfter) -> Self {
+        self.answers.retry_after = retry_after;
+        self
+    }
+
     /// Answer with gRPC statuses (for tonic and other gRPC servers): a
     /// missing key `INVALID_ARGUMENT`, a busy lock `ABORTED`, an unreachable
     /// lock server or a lost lease `UNAVAILABLE`, anything else `INTERNAL`.
@@ -216,6 +229,7 @@ impl<M: Borrow<LockManager>, B> LockLayerBuilder<M, B> {
                 options: self.options.on_lost(OnLost::Cancel),
                 answers: self.answers,
                 hold: self.hold,
+                holds: RecentHolds::default(),
             }),
         }
     }

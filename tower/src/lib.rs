@@ -31,7 +31,7 @@
 //! | --- | --- | --- |
 //! | the handler's | the handler's | the lock was held while the handler ran |
 //! | `400 Bad Request` | `INVALID_ARGUMENT` | the request lacks a part of the key (a header, a path parameter); the message names it; no lock taken |
-//! | `409 Conflict`, or `429` with `Retry-After` ([`OnBusy`]) | `ABORTED` | another request held the lock for all of `wait` |
+//! | `409 Conflict`, or `429` with `Retry-After` ([`OnBusy`], [`RetryAfter`]) | `ABORTED` | another request held the lock for all of `wait` |
 //! | `503 Service Unavailable` | `UNAVAILABLE` | the lock server could not be reached or failed; or the lease was lost while the handler ran, which was then cancelled |
 //! | `500 Internal Server Error` | `INTERNAL` | the layer's options or manager cannot lock at all (the log says why) |
 //!
@@ -68,8 +68,11 @@ mod answer;
 mod body;
 mod error;
 mod layer;
+mod retry;
 mod route;
 mod service;
+#[cfg(feature = "serde")]
+mod settings;
 mod target;
 mod template;
 
@@ -77,4 +80,7 @@ pub use answer::OnBusy;
 pub use body::{BoxError, LockBody};
 pub use error::{BuildError, KeyError};
 pub use layer::{Hold, LockLayer, LockLayerBuilder};
+pub use retry::RetryAfter;
 pub use service::LockService;
+#[cfg(feature = "serde")]
+pub use settings::{LayerSettings, Templates};

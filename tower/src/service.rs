@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -97,7 +98,13 @@ where
     let manager = config.manager.borrow();
     // Boxed here, so the lock's futures carry a pointer to the handler's
     // future, not a copy each.
-    let handler = Box::pin(async move { inner.call(request).await });
+    let holds = &config.holds;
+    let handler = Box::pin(async move {
+        let taken = Instant::now();
+        let response = inner.call(request).await;
+        holds.record(taken.elapsed());
+        response
+    });
     match target.run(manager, config.options.clone(), handler).await {
         Ok(response) => response.map(|response| response.map(LockBody::inner)),
         Err(refused) => Ok(refuse(&config, &target, refused).await),
@@ -156,13 +163,14 @@ async fn refuse<M: Borrow<LockManager>, B, Body>(
     target: &Target,
     refused: LockError,
 ) -> Response<LockBody<Body>> {
-    let retry_after = match &refused {
+    let remaining = match &refused {
         LockError::Busy { remaining, .. } => *remaining,
         LockError::Timeout { key, .. } if config.answers.tells_retry_after() => {
             target.remaining(config.manager.borrow(), key).await
         }
         _ => None,
     };
+    let retry_after = config.answers.retry_after.of(remaining, &config.holds);
     let status = refused.http_status();
     match &refused {
         LockError::Busy { .. } | LockError::Timeout { .. } => {}

@@ -162,6 +162,9 @@ fn describe(change: &Change, ago: Duration) -> String {
         ),
         ChangeKind::FreedEarly => format!("freed before its ttl (released or evicted): {before}"),
         ChangeKind::Expired => format!("lease ran out, holder stopped renewing: {before}"),
+        ChangeKind::HoldEnded => {
+            format!("hold_at_least ended as planned (released earlier): {before}")
+        }
     };
     format!("{:>7} ago  {}  {what}", format::duration(ago), change.key)
 }
@@ -216,6 +219,7 @@ mod tests {
             held_for: Some(Duration::from_secs(held_secs)),
             remaining: Some(Duration::from_secs(25)),
             waiters,
+            released: false,
         }
     }
 

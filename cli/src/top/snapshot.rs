@@ -54,6 +54,9 @@ pub struct HeldLock {
     /// Waiters queued in the backend (a read/write lock's: its waiting
     /// writers; a semaphore's are not recorded there: 0).
     pub waiters: usize,
+    /// Whether its holder released it within its `hold_at_least`: the lease
+    /// ends with the hold, as planned.
+    pub released: bool,
 }
 
 impl HeldLock {
@@ -67,6 +70,7 @@ impl HeldLock {
             held_for: holder.map(|holder| format::since(holder.acquired_at, now)),
             remaining,
             waiters: info.waiters().unwrap_or(0),
+            released: info.released(),
         }
     }
 
@@ -108,6 +112,9 @@ pub enum ChangeKind {
     /// The lease ran out: the holder stopped renewing (crashed, paused or
     /// cut off), and the lock is free or taken by another.
     Expired,
+    /// The holder had released it within its `hold_at_least`, and the hold
+    /// ended as planned: not a lost holder.
+    HoldEnded,
 }
 
 /// Takes snapshots one after another and remembers the changes between them.
@@ -190,6 +197,7 @@ fn changes(
                 .remaining
                 .is_some_and(|left| left.saturating_sub(elapsed) > EXPIRY_SLACK);
             let kind = match new {
+                _ if old.released => ChangeKind::HoldEnded,
                 _ if !had_time_left => ChangeKind::Expired,
                 Some(new) => ChangeKind::HolderChanged {
                     after: new.holder.clone(),
@@ -231,6 +239,7 @@ mod tests {
             held_for: None,
             remaining: Some(Duration::from_millis(remaining_ms)),
             waiters: 0,
+            released: false,
         }
     }
 
@@ -277,6 +286,68 @@ mod tests {
                 ("early", &ChangeKind::FreedEarly),
                 ("ran-out", &ChangeKind::Expired)
             ]
+        );
+    }
+
+    /// Issue 42: the designed end of a `hold_at_least` is an expiry, and was
+    /// reported as a lost holder. Against a real server: a job released
+    /// within its hold, and a holder cut off from the server (it stops
+    /// renewing); only the second is a lost holder.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hold_down_that_ends_as_planned_is_not_a_lost_holder() {
+        let server = leasehold_testkit::RedisServer::start();
+        let proxy = leasehold_testkit::FaultProxy::start(server.addr());
+        let manager = LockManager::builder()
+            .name("jobs")
+            .connect(&server.url())
+            .await
+            .expect("connect");
+        let cut_off = LockManager::builder()
+            .name("cut-off")
+            .connect(&proxy.url())
+            .await
+            .expect("connect through the proxy");
+        let job = leasehold::LockOptions::new().hold_at_least(Duration::from_secs(4));
+        let report = manager.acquire("job:report", job).await.expect("free");
+        report.release().await.expect("released within its hold");
+        let stranded = leasehold::LockOptions::new().ttl(Duration::from_secs(2));
+        let _stranded = cut_off
+            .acquire("job:stranded", stranded)
+            .await
+            .expect("free");
+
+        let mut collector = Collector::new("test", "job:*");
+        let first = collector.collect(&manager).await.expect("first snapshot");
+        let shown: Vec<&str> = first.locks.iter().map(|lock| lock.key.as_str()).collect();
+        assert_eq!(
+            shown,
+            ["job:report", "job:stranded"],
+            "both seen held first"
+        );
+        assert!(first.locks[0].released && !first.locks[1].released);
+        proxy.cut();
+        let mut gone = false;
+        for _ in 0..400 {
+            if manager.list("job:*").await.expect("list").is_empty() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gone, "the hold-down and the stranded lease never ended");
+        let second = collector.collect(&manager).await.expect("second snapshot");
+        let kinds: Vec<(&str, &ChangeKind)> = second
+            .changes
+            .iter()
+            .map(|change| (change.key.as_str(), &change.kind))
+            .collect();
+        assert!(
+            kinds.contains(&("job:stranded", &ChangeKind::Expired)),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&("job:report", &ChangeKind::HoldEnded)),
+            "a hold-down that ended as planned is not a lost holder: {kinds:?}"
         );
     }
 

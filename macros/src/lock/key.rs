@@ -13,11 +13,14 @@ use crate::lock::template::{self, Placeholder};
 use crate::shared::errors::Errors;
 
 /// The `::std::format!(...)` expression that builds the key, or `None` after
-/// recording why it cannot be built.
+/// recording why it cannot be built. Each placeholder's value is rendered by
+/// `__private::rendered`, whose refusal of an empty value `bail` turns into
+/// the call's early error.
 pub(crate) fn format_call(
     key: &LitStr,
     sig: &Signature,
     krate: &TokenStream,
+    bail: &dyn Fn(TokenStream) -> TokenStream,
     errors: &mut Errors,
 ) -> Option<TokenStream> {
     let text = key.value();
@@ -33,7 +36,10 @@ pub(crate) fn format_call(
     for placeholder in &template.placeholders {
         let span = span_of(key, placeholder.range.clone());
         match params.check(placeholder, &sig.ident) {
-            Ok(param) => arguments.push(key_part(access(placeholder, param, span), krate, span)),
+            Ok(param) => {
+                let value = access(placeholder, param, span);
+                arguments.push(bail(key_part(placeholder, value, krate, span)));
+            }
             Err(message) => errors.push(syn::Error::new(span, message)),
         }
     }
@@ -59,11 +65,20 @@ fn span_of(key: &LitStr, range: Range<usize>) -> Span {
         .unwrap_or_else(|| key.span())
 }
 
-/// `value` as a part of the key: `__private::KeyPart` says, when it has no
-/// `Display`, what the key accepts (instead of the compiler's `{:?}` hint).
-fn key_part(value: TokenStream, krate: &TokenStream, location: Span) -> TokenStream {
+/// `value` rendered as a part of the key, or the error that names the
+/// placeholder when it renders empty: `__private::KeyPart` says, when it has
+/// no `Display`, what the key accepts (instead of the compiler's `{:?}` hint).
+fn key_part(
+    placeholder: &Placeholder,
+    value: TokenStream,
+    krate: &TokenStream,
+    location: Span,
+) -> TokenStream {
     let span = Span::call_site().located_at(location);
-    quote_spanned! {span=> #krate::__private::KeyPart::key_part(#value) }
+    let written = placeholder.written();
+    quote_spanned! {span=>
+        #krate::__private::rendered(#written, #krate::__private::KeyPart::key_part(#value))
+    }
 }
 
 /// `&root.field.field`, located at the placeholder so that a missing field or

@@ -60,10 +60,14 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     let key = options.as_ref().and_then(|options| {
         let krate = krate(options.crate_path.as_ref(), Span::call_site());
+        let return_span = return_type
+            .as_ref()
+            .map_or_else(Span::call_site, Spanned::span);
+        let bail = |checked| or_refused(checked, options, return_span);
         let keys: Vec<TokenStream> = options
             .keys
             .iter()
-            .filter_map(|key| key::format_call(key, &wrapped.sig, &krate, &mut errors))
+            .filter_map(|key| key::format_call(key, &wrapped.sig, &krate, &bail, &mut errors))
             .collect();
         match (keys.len() == options.keys.len(), options.several) {
             (false, _) => None,
@@ -123,30 +127,34 @@ fn rewrite(
     let return_span = return_type.span();
     let options_var = Ident::new("__leasehold_options", Span::mixed_site());
     let permits_var = Ident::new("__leasehold_permits", Span::mixed_site());
-    // A setting computed by the call that cannot be used ends the call with
-    // its `InvalidOptions` before the lock is taken; spanned at the return
-    // type like the entry point's call, which needs the same conversion.
     let krate_at_return = krate(options.crate_path.as_ref(), return_span);
-    let bail = |checked: TokenStream| {
-        quote_spanned! {return_span=>
-            match #checked {
-                ::core::result::Result::Ok(value) => value,
-                ::core::result::Result::Err(error) => return #krate_at_return::__private::refused(error),
-            }
-        }
-    };
+    let bail = |checked| or_refused(checked, options, return_span);
     let label = label(&sig);
     let lock_options = lock_options(options, &krate_here, label, bail);
     let statements = crate::shared::body::statements(&block, return_type, &return_var);
+    let proofs = if options.allow_open_transaction {
+        TokenStream::new()
+    } else {
+        open_transaction::proofs(&sig, &krate_here)
+    };
     // What to lock, with a computed number of permits checked before the
     // lock is taken.
-    let (target, permits_binding) = match (options.several, &options.permits, options.mode) {
-        (true, ..) => (quote!(Locks(#key_var)), None),
-        (false, Some(Setting::Fixed(permits)), _) => {
+    let (target, permits_binding) = match (
+        options.period,
+        options.several,
+        &options.permits,
+        options.mode,
+    ) {
+        (Some(period), ..) => {
+            let period = millis(period);
+            (quote!(Period(#key_var, #period)), None)
+        }
+        (None, true, ..) => (quote!(Locks(#key_var)), None),
+        (None, false, Some(Setting::Fixed(permits)), _) => {
             let permits = Literal::u32_unsuffixed(*permits);
             (quote!(Permit(#key_var, #permits)), None)
         }
-        (false, Some(Setting::Computed(expr)), _) => {
+        (None, false, Some(Setting::Computed(expr)), _) => {
             let value = quote_spanned!(expr.span()=> #krate_here::__private::permits(#expr));
             let checked = bail(value);
             (
@@ -154,9 +162,9 @@ fn rewrite(
                 Some(quote!(let #permits_var: u32 = #checked;)),
             )
         }
-        (false, None, Some(Mode::Read)) => (quote!(Read(#key_var)), None),
-        (false, None, Some(Mode::Write)) => (quote!(Write(#key_var)), None),
-        (false, None, None) => (quote!(Lock(#key_var)), None),
+        (None, false, None, Some(Mode::Read)) => (quote!(Read(#key_var)), None),
+        (None, false, None, Some(Mode::Write)) => (quote!(Write(#key_var)), None),
+        (None, false, None, None) => (quote!(Lock(#key_var)), None),
     };
     let key_type = if options.several {
         quote!(::std::vec::Vec<::std::string::String>)
@@ -183,11 +191,27 @@ fn rewrite(
         #(#outer_attrs)*
         #vis #sig {
             #(#inner_attrs)*
+            #proofs
             let #key_var: #key_type = #key;
             let #manager_var: ::core::option::Option<#krate_here::LockManager> = #manager;
             #permits_binding
             let #options_var = #lock_options;
             #call
+        }
+    }
+}
+
+/// `checked`'s value, or the end of the call with its `InvalidOptions`
+/// before the lock is taken: a setting computed by the call that cannot be
+/// used, a key placeholder that renders empty. Spanned at the return type
+/// (`return_span`) like the entry point's call, which needs the same
+/// conversion.
+fn or_refused(checked: TokenStream, options: &Options, return_span: Span) -> TokenStream {
+    let krate = krate(options.crate_path.as_ref(), return_span);
+    quote_spanned! {return_span=>
+        match #checked {
+            ::core::result::Result::Ok(value) => value,
+            ::core::result::Result::Err(error) => return #krate::__private::refused(error),
         }
     }
 }

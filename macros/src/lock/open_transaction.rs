@@ -6,7 +6,16 @@
 //! next holder of the lock reads data from before those writes. The fix is to
 //! take the lock before the transaction begins, so parameters that look like a
 //! transaction are refused unless `allow_open_transaction = true`.
+//!
+//! Two checks: [`check`] reads the signature's spelling and explains in
+//! full; [`proofs`] asks the compiler to prove of each parameter's type,
+//! whatever name it goes by (a type alias), that it is not sqlx's
+//! `Transaction` or a `&mut` to an sqlx connection (see the `leasehold`
+//! crate's `open_transaction.rs`).
 
+use proc_macro2::TokenStream;
+use quote::quote_spanned;
+use syn::spanned::Spanned;
 use syn::visit::Visit;
 use syn::{FnArg, Pat, PatIdent, PatType, PathArguments, Signature, Type, TypePath, TypeReference};
 
@@ -30,6 +39,36 @@ pub(crate) fn check(sig: &Signature, errors: &mut Errors) {
             errors.push(syn::Error::new_spanned(param, message(param, what, sig)));
         }
     }
+}
+
+/// One statement per parameter bound to a name, spanned at the parameter,
+/// that compiles only if its type is not an sqlx transaction or a `&mut`
+/// to an sqlx connection; `krate` is the path of the `leasehold` crate.
+/// Parameters bound by a pattern are left to [`check`].
+pub(crate) fn proofs(sig: &Signature, krate: &TokenStream) -> TokenStream {
+    sig.inputs
+        .iter()
+        .filter_map(|input| match input {
+            FnArg::Typed(param) => match &*param.pat {
+                Pat::Ident(PatIdent { ident, .. }) => Some((param.span(), ident)),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .map(|(span, ident)| {
+            quote_spanned! {span=>
+                {
+                    #[allow(unused_imports)]
+                    use #krate::__private::open_transaction::{
+                        Connected as _, Fallback as _, Transactional as _,
+                    };
+                    #krate::__private::open_transaction::not_open_transaction(
+                        (&#krate::__private::open_transaction::Probe::of(&#ident)).verdict(),
+                    );
+                }
+            }
+        })
+        .collect()
 }
 
 /// Why a parameter looks like a transaction.

@@ -29,6 +29,9 @@ const REPLICA_TIMEOUT: &str = "replica_timeout";
 const ALLOW_OPEN_TRANSACTION: &str = "allow_open_transaction";
 const PERMITS: &str = "permits";
 const MODE: &str = "mode";
+const PERIOD: &str = "period";
+/// The longest `period`: half the longest lease (its key is kept two periods).
+const MAX_PERIOD_MS: u64 = MAX_HOLD_MS / 2;
 
 /// The options that do not go with `mode`, and why.
 const NOT_WITH_MODE: [(&str, &str); 4] = [
@@ -90,6 +93,7 @@ const SPEC: Spec = Spec {
         MIN_REPLICAS,
         REPLICA_TIMEOUT,
         ALLOW_OPEN_TRANSACTION,
+        PERIOD,
         CRATE,
     ],
     renamed: &[(CLIENT, MANAGER)],
@@ -127,6 +131,9 @@ pub(crate) struct Options {
     pub(crate) manager: Option<Expr>,
     /// Path of the `leasehold` crate; `None` means `::leasehold`.
     pub(crate) crate_path: Option<Path>,
+    /// `period = "1h"`, in milliseconds: the body runs at most once per
+    /// period, under the lock on the key of the current period.
+    pub(crate) period: Option<u64>,
     /// Accept parameters that look like a caller's open transaction (the
     /// macro's own check, off unless written).
     pub(crate) allow_open_transaction: bool,
@@ -177,6 +184,16 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
             }
         }
     }
+    if let Some(period) = args.name_of(PERIOD) {
+        for other in [KEYS, PERMITS, MODE] {
+            if args.name_of(other).is_some() {
+                let message = format!(
+                    "`{PERIOD}` cannot be used with `{other}`: a periodic job runs under the plain lock on one key"
+                );
+                errors.push(syn::Error::new(period.span(), message));
+            }
+        }
+    }
     let permits = read(&mut args, PERMITS, permit_count, errors);
     let mode = read(&mut args, MODE, mode, errors);
     if let (Some((Mode::Read, _)), Some(fenced)) = (mode, args.name_of(FENCED)) {
@@ -217,6 +234,14 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
     let fenced = read(&mut args, FENCED, args::boolean, errors);
     let on_busy = read(&mut args, ON_BUSY, on_busy, errors);
     let hold_at_least = read(&mut args, HOLD_AT_LEAST, hold, errors);
+    let period_span = args.name_of(PERIOD).map(|name| name.span());
+    let period = read(&mut args, PERIOD, period, errors);
+    if let (Some(span), false) = (period_span, matches!(on_busy, Some((OnBusy::Skip, _)))) {
+        let message = format!(
+            r#"`{PERIOD}` needs `{ON_BUSY} = "skip"`: a call of a period that already ran (or runs elsewhere) skips"#
+        );
+        errors.push(syn::Error::new(span, message));
+    }
     if let (Some((OnBusy::Skip, _)), Some((_, wait_span))) = (on_busy, &wait) {
         let message = format!(
             r#"`{WAIT}` has no effect with `{ON_BUSY} = "skip"`, which returns at once when the lock is busy; remove one of them"#
@@ -244,6 +269,7 @@ pub(crate) fn parse(tokens: TokenStream, errors: &mut Errors) -> Option<Options>
         fenced,
         on_busy: on_busy.map_or(OnBusy::Wait, |(on_busy, _)| on_busy),
         hold_at_least,
+        period,
         min_replicas,
         manager,
         crate_path,
@@ -421,6 +447,21 @@ fn hold(value: &Expr, option: &str) -> syn::Result<Setting<u64>> {
         return Err(syn::Error::new(span, message));
     }
     Ok(hold)
+}
+
+/// `period`: a duration literal in whole seconds, from 1 s to half a year.
+fn period(value: &Expr, option: &str) -> syn::Result<u64> {
+    let (period, span) = setting::duration(value, option)?;
+    let Setting::Fixed(ms) = period else {
+        let message = format!("`{option}` takes a duration literal such as `{option} = \"1h\"`");
+        return Err(syn::Error::new(span, message));
+    };
+    if ms < 1_000 || ms % 1_000 != 0 || ms > MAX_PERIOD_MS {
+        let message =
+            format!("`{option}` must be whole seconds, at least 1 s and at most half a year");
+        return Err(syn::Error::new(span, message));
+    }
+    Ok(ms)
 }
 
 /// `"read"` or `"write"`, with the span of the literal.

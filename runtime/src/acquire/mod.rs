@@ -102,6 +102,9 @@ pub(crate) struct Taken {
     /// the options' ttl: a grant counted from a place refresh (see
     /// `release.lua` and `refresh_places.lua`).
     pub(crate) first_lease: Option<Duration>,
+    /// Whether it was taken after waiting: the backend may keep a record of
+    /// the grant, which the lease's release clears (see `LockKey::record`).
+    pub(crate) waited: bool,
 }
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
@@ -308,7 +311,7 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
     let body = Box::pin(body);
     async move {
         let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-            tracing::info!(key = user, kind = ask.name(), "held elsewhere: skipped");
+            tracing::debug!(key = user, kind = ask.name(), "held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, options.on_lost, body).await.map(Some)
@@ -415,6 +418,7 @@ async fn run(
         Outcome::Granted { .. } => Some(Taken {
             sent,
             first_lease: None,
+            waited: false,
         }),
         Outcome::Busy { remaining } if wait.is_zero() => {
             // A single server's first attempt is a plain `SET NX`, which
@@ -618,6 +622,7 @@ impl<'a> Request<'a> {
                             return Ok(Some(Taken {
                                 sent,
                                 first_lease: None,
+                                waited: true,
                             }));
                         }
                         Ok(None) => {
@@ -654,6 +659,7 @@ impl<'a> Request<'a> {
                     return Ok(Some(Taken {
                         sent,
                         first_lease: None,
+                        waited: true,
                     }))
                 }
                 Outcome::Busy { remaining } => remaining,
@@ -729,6 +735,7 @@ impl<'a> Request<'a> {
         Some(Taken {
             sent,
             first_lease: Some(lease),
+            waited: true,
         })
     }
 

@@ -34,6 +34,14 @@ pub(crate) struct LockState {
     pub(crate) queued: Vec<String>,
     /// How many waiters are queued in the backend.
     pub(crate) queued_count: usize,
+    /// How long ago the holder was granted the lock, by the server's clock,
+    /// when it waited and the grant is recorded (see `LockKey::record`).
+    pub(crate) granted_ago: Option<Duration>,
+    /// How long the holder waited in the queue before that grant.
+    pub(crate) waited: Option<Duration>,
+    /// Whether the holder released the lock within its `hold_at_least`: it
+    /// is kept until the hold ends, as planned.
+    pub(crate) released: bool,
 }
 
 /// What a backend holds for one semaphore or read/write lock now.
@@ -91,12 +99,22 @@ pub(super) async fn inspect(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<LockState, RedisError> {
-    let (holder, pttl, fence, queued, queued_count): (String, i64, String, Vec<String>, i64) = run_script!(
+    let (holder, pttl, fence, queued, queued_count, granted_ago, waited, released): (
+        String,
+        i64,
+        String,
+        Vec<String>,
+        i64,
+        i64,
+        i64,
+        i64,
+    ) = run_script!(
         scripts::INSPECT,
         connection,
-        keys [key.lock(), key.fence(), key.queue(), key.waiters()],
+        keys [key.lock(), key.fence(), key.queue(), key.waiters(), key.record()],
         args [MOST_WAITERS_SHOWN]
     )?;
+    let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
     let held = !holder.is_empty();
     Ok(LockState {
         holder: held.then_some(holder),
@@ -107,6 +125,9 @@ pub(super) async fn inspect(
         fence: fence.parse().ok(),
         queued,
         queued_count: usize::try_from(queued_count).unwrap_or(0),
+        granted_ago: millis(granted_ago),
+        waited: millis(waited),
+        released: held && released == 1,
     })
 }
 

@@ -12,6 +12,11 @@ use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
+/// How long a lock's record (`LockKey::record`) is kept after it was last
+/// written: a day. A holder granted the lock after a wait and holding it
+/// longer than that is shown without its grant.
+pub(super) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// Reads the `{granted, value}` reply of `acquire.lua`: granted, or the
 /// holder's remaining TTL in ms (negative: none).
 pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
@@ -38,10 +43,12 @@ pub(super) fn acquire_invocation(
         .key(key.lock())
         .key(key.queue())
         .key(key.waiters())
+        .key(key.record())
         .arg(token.as_str())
         .arg(ttl_ms)
         .arg(millis(queue_for))
-        .arg(seq);
+        .arg(seq)
+        .arg(RECORD_KEPT_MS);
     invocation
 }
 
@@ -139,8 +146,8 @@ pub(super) async fn release(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.waiters()],
-        args [token.as_str(), millis(grant_window)]
+        keys [key.lock(), key.queue(), key.waiters(), key.record()],
+        args [token.as_str(), millis(grant_window), RECORD_KEPT_MS]
     )?;
     Ok(released == 1)
 }
@@ -181,6 +188,23 @@ pub(super) async fn renew(
     let renewed: i64 =
         run_script!(scripts::RENEW, connection, keys [key.lock()], args [token.as_str(), ttl_ms])?;
     Ok(renewed == 1)
+}
+
+/// Runs `hold_down.lua` once on one server: keeps the claim's lock for
+/// `claim.ttl_ms` (what is left of its hold) and notes that its holder
+/// released it; whether it was still ours.
+pub(super) async fn hold_down(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+) -> Result<bool, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let kept: i64 = run_script!(
+        scripts::HOLD_DOWN,
+        connection,
+        keys [key.lock(), key.record()],
+        args [token.as_str(), ttl_ms]
+    )?;
+    Ok(kept == 1)
 }
 
 /// Runs `renew.lua` for a waiter that confirms a lock handed to it, in one

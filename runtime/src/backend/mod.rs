@@ -169,14 +169,17 @@ impl Backend {
 
     /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
     /// For a semaphore: gives the permit back; for a read/write lock: the
-    /// read or write lease, and a waiting writer's intent.
+    /// read or write lease, and a waiting writer's intent. A lock taken
+    /// `after_wait` is released by the script, which also clears the
+    /// record of its grant.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        after_wait: bool,
     ) -> Result<bool, LockError> {
         dispatch!(self,
-            server => server.unlock(key, token).await,
+            server => server.unlock(key, token, after_wait).await,
             memory => memory.unlock(key, token))
     }
 
@@ -201,6 +204,16 @@ impl Backend {
             }),
             None => memory.unlock(key, token),
         })
+    }
+
+    /// Releases the lock of `claim` within its `hold_at_least`: keeps it for
+    /// `claim.ttl_ms` (what is left of the hold) if `claim.token` still owns
+    /// it, noting (where the backend keeps a record, see `LockKey::record`)
+    /// that its holder released it; `Ok(false)` if it was no longer ours.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        dispatch!(self,
+            server => server.hold_down(claim).await,
+            memory => memory.renew(claim))
     }
 
     /// Extends the lease if `token` still owns the lock (or the permit of a

@@ -263,6 +263,7 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
         command(&["HGET", waiters, "probe"]),
         command(&["HSET", waiters, "probe", "1"]),
         command(&["HDEL", waiters, "probe"]),
+        command(&["HGET", needs.key.record(), "probe"]),
         command(&["DEL", lock, waiters]),
         command(&["WAIT", "0", "0"]),
     ];

@@ -20,8 +20,8 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, confirm, issue_fence, release, renew, try_set,
-    try_set_fenced,
+    acquire, acquire_invocation, attempt_from_reply, confirm, hold_down, issue_fence, release,
+    renew, try_set, try_set_fenced,
 };
 use super::connection::{lock_error, RedisConfig};
 use super::native::{self, Native, NativeCommands};
@@ -204,7 +204,7 @@ impl RedisBackend {
             required = replicas.replicas,
             "lock reached too few replicas in time; releasing it"
         );
-        if let Err(err) = self.unlock(key, token).await {
+        if let Err(err) = self.unlock(key, token, true).await {
             tracing::warn!(key = %key.user(), error = %err, "release of the unreplicated lock failed; it expires after its TTL");
         }
         Err(LockError::NotReplicated {
@@ -260,16 +260,18 @@ impl RedisBackend {
     /// Releases with the server's compare-and-delete where it has one and
     /// the lock is plain, falling back to the scripts (see `native`); not
     /// tried while this process has waiters queued on the key, whose mark
-    /// on the lock's value would make it fail.
+    /// on the lock's value would make it fail, nor for a lock taken
+    /// `after_wait`, whose record of the grant only the script clears.
     pub(crate) async fn unlock(
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        after_wait: bool,
     ) -> Result<bool, LockError> {
         let native = self
             .native
             .release()
-            .filter(|_| self.local_waiters(key) == 0);
+            .filter(|_| !after_wait && self.local_waiters(key) == 0);
         self.on_commands(async |commands, sharded| {
             if let (KeyKind::Lock, Some(how)) = (key.kind, native) {
                 let released = how.run(commands, key, token).await;
@@ -280,6 +282,13 @@ impl RedisBackend {
             release_any(commands, key, token, sharded).await
         })
         .await
+    }
+
+    /// Keeps the lock of `claim` for what is left of its `hold_at_least`
+    /// (`claim.ttl_ms`), noting in its record that its holder released it.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.on_commands(async |commands, _| hold_down(commands, claim).await)
+            .await
     }
 
     /// Renews with the server's compare-and-renew where it has one and the

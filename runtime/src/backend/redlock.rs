@@ -381,6 +381,7 @@ impl RedlockBackend {
         &self,
         key: &LockKey,
         token: &OwnerToken,
+        _after_wait: bool,
     ) -> Result<bool, LockError> {
         let tally = self
             .release_everywhere(key, token, self.response_timeout)
@@ -400,6 +401,12 @@ impl RedlockBackend {
         } else {
             Ok(false)
         }
+    }
+
+    /// Keeps the lock for what is left of its `hold_at_least`
+    /// (`claim.ttl_ms`): a renewal, as Redlock keeps no record of a lock.
+    pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.renew(claim).await
     }
 
     /// Renews on every node; held iff a quorum renewed.

@@ -1,8 +1,13 @@
 //! Leader election: instances campaign for one key, and the one holding its
 //! lock leads. A term of leadership is a held lock (a [`LockGuard`](crate::LockGuard), renewed
-//! by the watchdog like any other) numbered by its fencing token.
+//! by the watchdog like any other) numbered by its fencing token. A
+//! [`LeaderWatch`] campaigns term after term in a task and shows the current
+//! term in a `tokio::sync::watch`, for code that asks "do we lead?" without
+//! owning the term.
 
 use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
 
 use crate::lease::guard::{derefs_to_held_lease, HeldLease};
 use crate::{LockError, LockManager, LockOptions};
@@ -57,7 +62,9 @@ impl LockManager {
     /// campaign inside a lock scope that holds `key` fails with
     /// `AlreadyHeld` rather than lead through the scope's lock), no
     /// `hold_at_least` (resigning hands over at once), and `fenced` (the term
-    /// number comes with the lock).
+    /// number comes with the lock). Without a
+    /// [`label`](LockOptions::label), a term is labelled by `key`, which
+    /// operators (`inspect`, `dlock`) and the metrics' `lock` label see.
     ///
     /// ```no_run
     /// # async fn run(locks: leasehold_runtime::LockManager) -> Result<(), leasehold_runtime::LockError> {
@@ -74,6 +81,10 @@ impl LockManager {
     /// # }
     /// ```
     pub fn leader(&self, key: &str, options: LockOptions) -> Leadership {
+        let options = match options.label {
+            Some(_) => options,
+            None => options.label(key),
+        };
         Leadership {
             manager: self.clone(),
             key: key.to_owned(),
@@ -128,6 +139,100 @@ impl Leadership {
                 Err(err) => return Err(err),
             }
         }
+    }
+}
+
+/// How long a [`LeaderWatch`] waits before campaigning again after a
+/// campaign failed (the lock server unreachable for longer than a waiter
+/// rides out): the error is logged, and retried at this pace.
+const CAMPAIGN_RETRY: Duration = Duration::from_secs(1);
+
+impl Leadership {
+    /// Campaigns from now on in a task of its own (on the current Tokio
+    /// runtime), term after term, and shows the current term's number in a
+    /// `watch`: `Some(number)` while this instance leads, `None` otherwise.
+    ///
+    /// A term is shown as lost (`None`) as soon as its
+    /// [`lost`](HeldLease::lost) resolves, before the lease's certain
+    /// validity ends, so before any other instance can be granted the key.
+    /// A campaign that fails (the lock server unreachable) is logged and
+    /// retried every second. Dropping the [`LeaderWatch`] ends the campaign
+    /// and resigns a term it holds.
+    pub fn watch(self) -> LeaderWatch {
+        let (shown, current) = watch::channel(None);
+        let (stop, stopped) = oneshot::channel();
+        tokio::spawn(campaign(self, shown, stopped));
+        LeaderWatch {
+            current,
+            _stop: stop,
+        }
+    }
+}
+
+/// The campaign of a [`LeaderWatch`]: leads term after term, showing each in
+/// `shown` while it lasts, until `stopped` (the watch dropped); then shows
+/// `None` and resigns the term it holds, by dropping it.
+async fn campaign(
+    mut leadership: Leadership,
+    shown: watch::Sender<Option<u64>>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    loop {
+        let term = tokio::select! {
+            term = leadership.next_term() => term,
+            _ = &mut stopped => return,
+        };
+        match term {
+            Ok(term) => {
+                shown.send_replace(Some(term.number()));
+                let stop = tokio::select! {
+                    () = term.lost() => false,
+                    _ = &mut stopped => true,
+                };
+                shown.send_replace(None);
+                if stop {
+                    return;
+                }
+                tracing::warn!(
+                    key = leadership.key,
+                    term = term.number(),
+                    "leadership lost"
+                );
+            }
+            Err(err) => {
+                tracing::warn!(key = leadership.key, error = %err, "campaign failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(CAMPAIGN_RETRY) => {}
+                    _ = &mut stopped => return,
+                }
+            }
+        }
+    }
+}
+
+/// Leadership of a key as a `tokio::sync::watch` of the current term
+/// number, `None` while this instance does not lead; see
+/// [`Leadership::watch`]. Dropping it ends the campaign and resigns.
+#[derive(Debug)]
+#[must_use = "the campaign ends, and a term is resigned, as soon as the watch is dropped"]
+pub struct LeaderWatch {
+    current: watch::Receiver<Option<u64>>,
+    /// Dropped with the watch, which ends the campaign.
+    _stop: oneshot::Sender<()>,
+}
+
+impl LeaderWatch {
+    /// A receiver of the current term number: `borrow()` answers "do we
+    /// lead?", `changed()` waits for a term to begin or end. It shows
+    /// `None` once the campaign has ended (the watch was dropped) and
+    /// `changed()` then fails.
+    pub fn receiver(&self) -> watch::Receiver<Option<u64>> {
+        self.current.clone()
+    }
+
+    /// The current term's number, `None` while this instance does not lead.
+    pub fn current(&self) -> Option<u64> {
+        *self.current.borrow()
     }
 }
 

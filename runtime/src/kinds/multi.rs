@@ -250,7 +250,7 @@ impl LockManager {
         let body = Box::pin(body);
         let on_lost = options.on_lost;
         let Some(guard) = self.try_acquire_all(keys, options).await? else {
-            tracing::info!("a lock of the set is held elsewhere: skipped");
+            tracing::debug!("a lock of the set is held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, on_lost, body).await.map(Some)

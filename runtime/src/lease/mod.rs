@@ -43,6 +43,9 @@ pub(crate) struct Lease {
     pub(crate) label: MetricLabel,
     /// When the lock was granted (its answer arrived).
     granted_at: Instant,
+    /// Whether it was granted after a wait: its release then clears the
+    /// backend's record of the grant (see `LockKey::record`).
+    pub(crate) waited: bool,
     /// Whether the hold has ended (released or its guard dropped).
     ended: AtomicBool,
     /// Whether its release was started, by its guard or by `shutdown`.
@@ -87,6 +90,7 @@ impl Lease {
             hold_until: OnceLock::new(),
             label,
             granted_at: Instant::now(),
+            waited: false,
             ended: AtomicBool::new(false),
             release_claimed: AtomicBool::new(false),
             span: Mutex::new(Some(span)),
@@ -158,20 +162,20 @@ impl Lease {
     }
 
     /// Ends the lock on the server: deletes it, or, within its
-    /// `hold_at_least`, sets its TTL to the time left (compare-and-`PEXPIRE`).
-    /// Whether it was still ours.
+    /// `hold_at_least`, sets its TTL to the time left (compare-and-`PEXPIRE`,
+    /// noted as released in the lock's record). Whether it was still ours.
     pub(crate) async fn end(&self) -> Result<bool, LockError> {
         let backend = self.manager.backend();
         match self.hold_left() {
             Some(left) => {
                 let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-                let kept = backend.renew(self.claim(left_ms)).await?;
+                let kept = backend.hold_down(self.claim(left_ms)).await?;
                 if kept {
                     tracing::debug!(key = %self.key.user(), ?left, "lock kept for the rest of its hold_at_least");
                 }
                 Ok(kept)
             }
-            None => backend.unlock(&self.key, &self.token).await,
+            None => backend.unlock(&self.key, &self.token, self.waited).await,
         }
     }
 

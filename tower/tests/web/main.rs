@@ -10,4 +10,6 @@ mod grpc;
 mod keys;
 mod kinds;
 mod serial;
+#[cfg(feature = "serde")]
+mod settings;
 mod streaming;

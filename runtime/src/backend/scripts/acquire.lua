@@ -5,6 +5,7 @@
 -- KEYS[1]  lock key (also the release channel)
 -- KEYS[2]  waiter queue: sorted set of owner tokens by arrival
 -- KEYS[3]  waiter places: hash of owner token -> expiry (server ms)
+-- KEYS[4]  the lock's record (see keys.rs): a waiter's grant is noted there
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lock or not, without queueing; else join (or stay
@@ -12,6 +13,7 @@
 -- ARGV[4]  the waiter's number for this place refresh (0: none), kept with
 --          the server time of the refresh, so that a release can grant the
 --          lock with the waiter's own lease counted from then (release.lua)
+-- ARGV[5]  how long the record of a grant is kept, in milliseconds
 -- Returns {1, 0} when the lock is ours (taken now, or granted to us by a
 --            release while we were queued: then its lease is set to ARGV[2]
 --            from now, which confirms the grant),
@@ -26,7 +28,7 @@
 -- (by the release that frees it, see release.lua, or by this script when it
 -- is that waiter); a newcomer never overtakes them here. Fencing tokens are
 -- issued on request by fence.lua, not here.
-local token, lease, stay, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
+local token, lease, stay, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if stay == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   if redis.call('SET', KEYS[1], token, 'NX', 'PX', lease) then
     return {1, 0}
@@ -43,6 +45,9 @@ if not holder then
   local first = first_live_waiter(KEYS[2], KEYS[3])
   if first == nil or first == token then
     local waiters_left = 0
+    if stay > 0 then
+      record_grant(KEYS[4], KEYS[2], token, ARGV[5])
+    end
     if first then
       waiters_left = leave_queue(KEYS[2], KEYS[3], token)
     end

@@ -130,6 +130,10 @@ pub(crate) static ACQUIRE_FENCED: Lazy<Script> = Lazy::new(|| {
         .concat(),
     )
 });
+/// Compare-and-PEXPIRE of a lock released within its `hold_at_least`, noted
+/// in the lock's record; see `hold_down.lua`.
+pub(crate) static HOLD_DOWN: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("hold_down.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see

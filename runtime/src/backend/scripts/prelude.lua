@@ -123,6 +123,24 @@ local function mark_waiters(lock_key, marked)
   end
 end
 
+-- Notes in the lock's record (see keys.rs) that `token` is granted the lock
+-- now, after waiting since it joined the queue (its score there) when it is
+-- queued: 'GRANTED QUEUED TOKEN' (server ms; QUEUED '-' when not queued),
+-- kept `retention_ms`. Called before the token leaves the queue. Only a
+-- waiter's grant is noted: a lock taken at the first attempt was granted
+-- when its token was made.
+local function record_grant(record_key, queue_key, token, retention_ms)
+  local now_ms = math.floor(clock_us() / 1000)
+  local queued = redis.call('ZSCORE', queue_key, token)
+  local since = '-'
+  if queued then
+    since = string.format('%.0f', math.floor(tonumber(queued) / 1000))
+  end
+  redis.call('HSET', record_key, 'granted',
+    string.format('%.0f %s %s', now_ms, since, token))
+  redis.call('PEXPIRE', record_key, retention_ms)
+end
+
 -- Drops the members of a semaphore's holder set whose lease has ended (their
 -- score, the expiry in server ms, is not after now), so that a crashed
 -- holder's permit comes back when its lease ends; also serves a read/write

@@ -2,9 +2,12 @@
 -- KEYS[1]  lock key (also the release channel)
 -- KEYS[2]  waiter queue (see acquire.lua)
 -- KEYS[3]  waiter places
+-- KEYS[4]  the lock's record (see keys.rs): deleted with the lock, or
+--          noting the hand-off
 -- ARGV[1]  owner token
 -- ARGV[2]  grant window in milliseconds; 0 never grants (Redlock, whose
 --          nodes must not hand a lock over one by one)
+-- ARGV[3]  how long the record of a grant is kept, in milliseconds
 -- Returns 1 when our lock was released, 0 when it was no longer ours (then
 -- the token also leaves the queue: a waiter that gives up calls this; the
 -- last to leave clears the holder's waiters' mark, see prelude.lua).
@@ -37,7 +40,7 @@ if value == token and window > 0 then
   -- No waiters' mark, so nobody is queued (prelude.lua): a plain
   -- compare-and-delete, as the server's native one does it, before the
   -- shared functions are even built.
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[4])
   return 1
 end
 -- (the shared functions of prelude.lua are defined here)
@@ -49,7 +52,7 @@ if holder_of(value) ~= token then
 end
 if window > 0 then
   if redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('DEL', KEYS[1])
+    redis.call('DEL', KEYS[1], KEYS[4])
     return 1
   end
   local first = first_live_waiter(KEYS[2], KEYS[3])
@@ -60,6 +63,7 @@ if window > 0 then
       granted_ms = math.min(expires - refreshed, lease)
       left_ms = refreshed + granted_ms - math.floor(clock_us() / 1000)
     end
+    record_grant(KEYS[4], KEYS[2], first, ARGV[3])
     local waiters_left = leave_queue(KEYS[2], KEYS[3], first)
     if granted_ms > 0 and left_ms * 2 >= granted_ms then
       set_holder(KEYS[1], first, left_ms, waiters_left)
@@ -71,6 +75,6 @@ if window > 0 then
     return 1
   end
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[4])
 redis.call('PUBLISH', KEYS[1], '1')
 return 1
