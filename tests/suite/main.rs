@@ -33,6 +33,7 @@ mod macro_runtime;
 mod macro_shapes;
 mod multi_key;
 mod native;
+mod one_holder;
 mod operations;
 mod partition;
 mod partition_shared;

@@ -394,6 +394,69 @@ async fn failover_to_a_replica_that_missed_the_grant_grants_a_plain_lock_twice()
     assert_granted_twice(&rival, &guard);
 }
 
+/// The same crash seen by one manager: a second task's attempt reaches the
+/// promoted replica, which grants the lock again, but the manager gives it
+/// back while its first task's lease is valid; the second task waiting for
+/// the lock gets it once the first task released it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_to_a_replica_that_missed_the_grant_gives_a_second_task_of_the_manager_no_lock() {
+    let mut topology = RedisSentinel::start();
+    let locks = manager(&topology).await;
+    cut_replication(&topology);
+    let unrenewed = || long().renew(false);
+    let first = within(locks.acquire("order-42", unrenewed()))
+        .await
+        .expect("the primary grants");
+
+    blocking(|| topology.kill_primary());
+    let second = until_answered(FOLLOW, "the second task", || {
+        locks.try_acquire("order-42", unrenewed())
+    })
+    .await;
+    assert!(
+        second.is_none(),
+        "two tasks of one manager hold the lock at once"
+    );
+    assert!(lease_still_valid(&first), "the first task's lease is valid");
+
+    let mut waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.acquire("order-42", unrenewed().wait(FOLLOW)).await }
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
+            .await
+            .is_err(),
+        "a waiting task got the lock while the first task holds it"
+    );
+    // The promoted replica never had the first lease: not ours there.
+    let _ = first.release().await;
+    let waiter = within(waiter)
+        .await
+        .expect("the waiting task")
+        .expect("the waiting task gets the lock once the first released it");
+    assert!(lease_still_valid(&waiter));
+}
+
+/// Calls `attempt` every 100 ms, for at most `limit`, until it answers
+/// anything but `LockError::Connection` (the error of a failover under way).
+async fn until_answered<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, LockError>>,
+{
+    let deadline = Instant::now() + limit;
+    for _ in 0..limit.as_millis() / 100 + 1 {
+        match within(attempt()).await {
+            Ok(answer) => return answer,
+            Err(LockError::Connection(_)) if Instant::now() < deadline => {}
+            Err(other) => panic!("{what}: unexpected error during failover: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: no answer within {limit:?}");
+}
+
 /// The same crash with replicated acquire: no replica acknowledged, so the
 /// grant was refused and released, and the promoted replica's holder is the
 /// only one.
