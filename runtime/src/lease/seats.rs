@@ -166,6 +166,33 @@ impl Seats {
     }
 }
 
+impl Seats {
+    /// The leases of this process that hold seats of `key` now: what a
+    /// forced release about to be sent takes back.
+    pub(crate) fn leases_of(&self, key: &str) -> Vec<StatusCell> {
+        self.locked().get(key).map_or_else(Vec::new, |seats| {
+            seats
+                .taken
+                .iter()
+                .filter_map(|occupant| occupant.status.clone())
+                .collect()
+        })
+    }
+
+    /// `leases` (see [`leases_of`](Self::leases_of)) of `key` were taken
+    /// back by a forced release: each is lost now (its holder learns it at
+    /// once, not at its next renewal) and its seat is free. A lease granted
+    /// since is not among them.
+    pub(crate) fn evicted(&self, key: &str, leases: Vec<StatusCell>) {
+        for status in &leases {
+            status.mark_lost();
+        }
+        if let Some(seats) = self.locked().get(key) {
+            seats.changed.notify_waiters();
+        }
+    }
+}
+
 /// One lease's seat of its key in this process; given up on drop.
 pub(crate) struct Seat {
     seats: Arc<Seats>,
