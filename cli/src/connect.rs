@@ -81,9 +81,21 @@ pub struct Target {
 impl Target {
     /// A manager connected to the chosen deployment.
     pub async fn connect(&self) -> Result<LockManager, Failure> {
-        let timeout = Duration::from_millis(self.timeout);
+        self.connect_through(&self.namespace, &|url: &str| url.to_owned())
+            .await
+    }
+
+    /// A manager with keys under `namespace`, connected to the chosen
+    /// deployment with each node's URL (its password in it) passed through
+    /// `route` first (`verify`'s workers reach nodes through proxies).
+    pub async fn connect_through(
+        &self,
+        namespace: &str,
+        route: &dyn Fn(&str) -> String,
+    ) -> Result<LockManager, Failure> {
+        let timeout = self.timeout();
         let mut builder = LockManager::builder()
-            .namespace(self.namespace.as_str())
+            .namespace(namespace)
             .connect_timeout(timeout)
             .response_timeout(timeout);
         if let Some(password) = self.sentinel_password()? {
@@ -91,8 +103,8 @@ impl Target {
         }
         let password = password::read(self.password_file.as_deref())?;
         let with_password = |url: &str| match &password {
-            Some(password) => password::into_url(url, password),
-            None => url.to_owned(),
+            Some(password) => route(&password::into_url(url, password)),
+            None => route(url),
         };
         let manager = if let Some(urls) = &self.redlock {
             builder
@@ -110,6 +122,39 @@ impl Target {
             builder.connect(&with_password(&self.url)).await?
         };
         Ok(manager)
+    }
+
+    /// The time limit of each connection and answer.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout)
+    }
+
+    /// The deployment, as `verify` needs to know it: its kind and the
+    /// nodes' URLs, each with its password in it.
+    pub fn deployment(&self) -> Result<Deployment, Failure> {
+        let password = password::read(self.password_file.as_deref())?;
+        let with_password = |url: &str| match &password {
+            Some(password) => password::into_url(url, password),
+            None => url.to_owned(),
+        };
+        let all = |urls: &[String]| urls.iter().map(|url| with_password(url)).collect();
+        Ok(if let Some(urls) = &self.redlock {
+            Deployment::Redlock(all(urls))
+        } else if let Some([service, urls]) = self.sentinel.as_deref() {
+            let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
+            Deployment::Sentinel {
+                service: service.clone(),
+                primary_url: with_password(&urls[0]),
+                sentinels: urls,
+                credentials: self
+                    .sentinel_password()?
+                    .map(|password| (self.sentinel_user.clone(), password)),
+            }
+        } else if let Some(urls) = &self.cluster {
+            Deployment::Cluster(all(urls))
+        } else {
+            Deployment::Server(with_password(&self.url))
+        })
     }
 
     /// The Sentinels' password, with --sentinel only: from
@@ -139,7 +184,16 @@ impl Target {
 
     /// The deployment and namespace in a few words, without passwords.
     pub fn describe(&self) -> String {
-        let deployment = if let Some(urls) = &self.redlock {
+        format!(
+            "{}, namespace {}",
+            self.describe_deployment(),
+            self.namespace
+        )
+    }
+
+    /// The deployment in a few words, without passwords.
+    pub fn describe_deployment(&self) -> String {
+        if let Some(urls) = &self.redlock {
             format!("redlock over {} masters", urls.len())
         } else if let Some([service, urls]) = self.sentinel.as_deref() {
             format!("sentinel {service} via {}", without_password(urls))
@@ -147,9 +201,26 @@ impl Target {
             format!("cluster via {}", without_password(&urls.join(",")))
         } else {
             without_password(&self.url)
-        };
-        format!("{deployment}, namespace {}", self.namespace)
+        }
     }
+}
+
+/// The deployment a target names, with the passwords in its URLs.
+pub enum Deployment {
+    /// One server.
+    Server(String),
+    /// Redlock's nodes.
+    Redlock(Vec<String>),
+    /// A Sentinel-monitored service: the Sentinels as given, the first
+    /// URL's settings for the primary, and the Sentinels' own credentials.
+    Sentinel {
+        service: String,
+        sentinels: Vec<String>,
+        primary_url: String,
+        credentials: Option<(Option<String>, String)>,
+    },
+    /// A Redis Cluster's seeds.
+    Cluster(Vec<String>),
 }
 
 /// `urls` (separated by `,`) with each URL's password replaced by `***`.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use leasehold::LockError;
+use leasehold::{LockError, Verdict};
 
 /// A command that did not do what it was asked.
 #[derive(Debug)]
@@ -15,6 +15,12 @@ pub enum Failure {
     Usage(String),
     /// The terminal, stdin or stdout failed.
     Io(std::io::Error),
+    /// `doctor` found the deployment at risk or degraded (its report is
+    /// printed already).
+    Verdict(Verdict),
+    /// `verify` found the lock failing (`lock-failed`) or a guarantee
+    /// broken (`violated`); its report is printed already.
+    Verify(&'static str),
 }
 
 impl Failure {
@@ -24,9 +30,16 @@ impl Failure {
             Failure::Lock(LockError::InvalidUrl { .. } | LockError::InvalidOptions(_))
             | Failure::Usage(_) => 2,
             Failure::Lock(
-                LockError::Connection(_) | LockError::Tls(_) | LockError::UnknownService { .. },
+                LockError::Connection { .. }
+                | LockError::Tls { .. }
+                | LockError::UnknownService { .. },
             ) => 3,
             Failure::NotDone(_) => 4,
+            Failure::Lock(LockError::Auth { .. } | LockError::PermissionDenied { .. }) => 5,
+            Failure::Verdict(Verdict::AtRisk) => 6,
+            Failure::Verdict(_) => 7,
+            Failure::Verify("lock-failed") => 8,
+            Failure::Verify(_) => 9,
             Failure::Lock(_) | Failure::Io(_) => 1,
         }
     }
@@ -38,6 +51,10 @@ impl fmt::Display for Failure {
             Failure::Lock(err) => write!(f, "{err}"),
             Failure::NotDone(why) | Failure::Usage(why) => f.write_str(why),
             Failure::Io(err) => write!(f, "terminal or standard stream failed: {err}"),
+            Failure::Verdict(verdict) => {
+                write!(f, "the deployment is {verdict}: see the report above")
+            }
+            Failure::Verify(verdict) => write!(f, "verify: {verdict}: see the report above"),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! its own module and uses only the public API of `leasehold`.
 
 mod connect;
+mod doctor;
 mod failure;
 mod format;
 mod locks;
@@ -13,6 +14,7 @@ mod password;
 mod release;
 mod show;
 mod top;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -29,11 +31,16 @@ Exit codes:
   1  the lock server answered with an error, or the terminal failed
   2  bad usage: unknown argument, bad URL or option
   3  the lock server cannot be reached (connection, TLS, unknown Sentinel service)
-  4  not done: `release` without --force, or not confirmed";
+  4  not done: `release` without --force, or not confirmed
+  5  refused: the server turned the credentials down, or its ACL lacks a rule
+  6  doctor: every node answered, but a setting weakens the lock's guarantees
+  7  doctor: locks work, but a node (a Sentinel, a Redlock node) failed
+  8  verify: a second holder was granted a lock while a lease was valid, and fencing caught it
+  9  verify: a double grant reached the counter, an update was lost, or a token went down";
 
 /// Inspect and operate the locks of `leasehold` in Redis.
 #[derive(Debug, Parser)]
-#[command(name = "dlock", version, after_help = EXIT_CODES)]
+#[command(name = "dlock", version, after_help = EXIT_CODES, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     target: Target,
@@ -95,6 +102,39 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Checks the deployment as `LockManager::check` does, without taking a
+    /// lock: each node (round trip, server and version, native commands),
+    /// every ACL rule the locks need, and the settings that weaken the
+    /// lock's guarantees (eviction, unacknowledged replicas, no append-only
+    /// file, a clock that jumped). Exit code 0 when healthy, 6 at risk, 7
+    /// degraded, 5 when credentials or an ACL rule are refused.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A bounded contest against the deployment, to check its mutual
+    /// exclusion: worker processes of its own contend for a few keys in a
+    /// namespace of their own, each hold doing a fenced read-modify-write
+    /// of a counter on the deployment, while workers are stopped and
+    /// killed, their links cut, slowed and reset (one server, Redlock) and,
+    /// with --allow-failover, the deployment fails over once. Reports
+    /// double grants at the lock and at the counter, lost updates, tokens
+    /// that went down, overruns, hand-off latency and recovery; deletes
+    /// every key it wrote. Exit code 0 pass, 8 lock-failed, 9 violated.
+    Verify {
+        #[command(flatten)]
+        contest: verify::Contest,
+    },
+    /// One worker of `verify` (run by it).
+    #[command(hide = true)]
+    VerifyWorker {
+        #[command(flatten)]
+        contest: verify::Contest,
+        /// The worker's number.
+        #[arg(long)]
+        worker_id: usize,
+    },
     /// A live view of held locks of every kind, refreshed every second: keys
     /// with the most waiters, the longest holds (read/write locks and
     /// semaphores marked with their kind), and plain locks whose holder
@@ -147,6 +187,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let manager = cli.target.connect().await?;
             release::run(&manager, &key, kind, yes, json).await
+        }
+        Command::Doctor { json } => {
+            let manager = cli.target.connect().await?;
+            doctor::run(&manager, json).await
+        }
+        Command::Verify { contest } => verify::run(&cli.target, contest).await,
+        Command::VerifyWorker { contest, worker_id } => {
+            let contest = contest.for_worker(&cli.target)?;
+            verify::worker::run(&cli.target, &contest, worker_id).await
         }
         Command::Top { pattern, once } => {
             let manager = cli.target.connect().await?;

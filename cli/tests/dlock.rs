@@ -18,6 +18,14 @@ mod support;
 #[path = "dlock/secrets.rs"]
 mod secrets;
 
+/// `dlock doctor` on every deployment (issue 39).
+#[path = "dlock/doctor.rs"]
+mod doctor;
+
+/// `dlock verify` on every deployment (issue 46).
+#[path = "dlock/verify.rs"]
+mod verify;
+
 use std::time::Duration;
 
 use leasehold::{LockGuard, LockManager, LockOptions};
@@ -331,8 +339,12 @@ async fn sentinel_password_reaches_sentinels_that_ask_for_one() {
     let sentinel = ["--sentinel", topology.service_name(), urls.as_str()];
 
     let refused = dlock(&[&sentinel[..], &["ls"]].concat(), "").await;
-    refused.expect_code(3);
+    refused.expect_code(5);
     assert!(refused.stderr.contains("NOAUTH"), "{refused:#?}");
+    assert!(
+        refused.stderr.contains("sentinel_credentials"),
+        "{refused:#?}"
+    );
 
     let listed = dlock(
         &[&sentinel[..], &["--sentinel-password", PASSWORD, "ls"]].concat(),

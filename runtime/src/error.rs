@@ -1,23 +1,60 @@
-//! The one error type of the crate.
+//! The one error type of the crate, and what a service answers for each
+//! error (one table for HTTP and gRPC, used by the tower layer and offered to
+//! services that use the attribute).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The lower error behind a [`LockError`] (the Redis client's error, an I/O
+/// error), shared so that `LockError` stays `Clone`. [`LockError`] returns
+/// it from [`source()`](std::error::Error::source), so `anyhow` and `eyre`
+/// reports show it, and code can downcast it.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Everything that can go wrong while taking, keeping or giving back a lock.
 ///
 /// Every variant says what happened and what the caller can do about it.
+/// Variants that wrap a lower error return it from `source()`; their
+/// messages are the library's own words and never hold a password.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock server could not be reached or did not answer in time.
-    #[error("lock server unreachable or not answering: {0}; check that Redis is running and the URL is right, then retry")]
-    Connection(String),
+    #[error("lock server unreachable or not answering: {detail}; check that it is running and the URL is right, then retry")]
+    Connection {
+        /// What failed, and where.
+        detail: String,
+        /// The lower error, where there was one.
+        source: Option<Cause>,
+    },
     /// The TLS handshake with the lock server failed, e.g. its certificate does
     /// not chain to a trusted root or does not name the host.
-    #[error("TLS handshake with the lock server failed: {0}; check that the server's certificate chains to a root you trust (the system's store, or LockManagerBuilder::tls_root_certificate) and names the host in the URL")]
-    Tls(String),
+    #[error("TLS handshake with the lock server failed: {detail}; check that the server's certificate chains to a root you trust (the system's store, or LockManagerBuilder::tls_root_certificate) and names the host in the URL")]
+    Tls {
+        /// What failed, and where.
+        detail: String,
+        /// The lower error, where there was one.
+        source: Option<Cause>,
+    },
+    /// The lock server (or a Sentinel) refused the credentials: a password
+    /// is missing (`NOAUTH`), wrong (`WRONGPASS`), or given to a server that
+    /// has none. Found when the manager is built, or on the first command
+    /// after the password was changed on the server; retrying will not help.
+    #[error("the lock server refused the credentials: {detail}")]
+    Auth {
+        /// Which server, and what it refused (never the password).
+        detail: String,
+        /// The lower error, where there was one.
+        source: Option<Cause>,
+    },
     /// The lock server answered with an error.
-    #[error("lock server returned an error: {0}")]
-    Server(String),
+    #[error("lock server returned an error: {detail}")]
+    Server {
+        /// The server's error, in its words.
+        detail: String,
+        /// The lower error, where there was one.
+        source: Option<Cause>,
+    },
     /// The server's ACL refused a command, key or channel the lock needs to
     /// the manager's Redis user.
     #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the README's \"Least privilege\" section lists every rule a lock needs)")]
@@ -26,6 +63,8 @@ pub enum LockError {
         detail: String,
         /// The ACL rule that grants it.
         rule: String,
+        /// The server's refusal, where there was one.
+        source: Option<Cause>,
     },
     /// The URL given to `LockManager::connect` could not be parsed.
     #[error("invalid Redis URL `{url}`: {reason}; expected redis://[user:pass@]host[:port][/db], or rediss://… for TLS with the `tls` feature")]
@@ -125,32 +164,173 @@ fn not_held(key: &Option<String>) -> String {
 }
 
 impl LockError {
-    /// Whether retrying the same call later may succeed.
+    /// `Connection` with no lower error.
+    pub(crate) fn connection(detail: impl Into<String>) -> Self {
+        LockError::Connection {
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// `Server` with no lower error.
+    pub(crate) fn server(detail: impl Into<String>) -> Self {
+        LockError::Server {
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// The lower error behind this one, as its own type: downcast it
+    /// (`err.cause()?.downcast_ref::<redis::RedisError>()`) to read what
+    /// the Redis client or the operating system reported. `source()` shows
+    /// the same error (its message and its own chain), wrapped in [`Cause`].
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            LockError::Connection { source, .. }
+            | LockError::Tls { source, .. }
+            | LockError::Auth { source, .. }
+            | LockError::Server { source, .. }
+            | LockError::PermissionDenied { source, .. } => source.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed. Never for `Auth`
+    /// or `PermissionDenied`: those need the configuration fixed.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            LockError::Connection(_)
+            LockError::Connection { .. }
                 | LockError::Busy { .. }
                 | LockError::Timeout { .. }
                 | LockError::NotReplicated { .. }
         )
     }
+
+    /// The HTTP status a service answers when a request failed with this
+    /// error: the one table the tower layer uses too, so a service that maps
+    /// the attribute's errors with it answers as the layer does.
+    ///
+    /// | error | status |
+    /// | --- | --- |
+    /// | `Busy`, `Timeout` | 409 Conflict (the layer answers 429 instead when configured so) |
+    /// | `LeaseLost` | 503 Service Unavailable: the work may be partly done; retry it |
+    /// | `Connection`, `Tls`, `Server`, `NotReplicated`, `ShutDown` | 503 Service Unavailable |
+    /// | `InvalidOptions` (an empty key or placeholder, a bad computed setting) | 400 Bad Request |
+    /// | `Auth`, `PermissionDenied` and every other error | 500 Internal Server Error |
+    pub fn http_status(&self) -> u16 {
+        match self.answer() {
+            Answer::Busy => 409,
+            Answer::Unavailable => 503,
+            Answer::BadRequest => 400,
+            Answer::Internal => 500,
+        }
+    }
+
+    /// The gRPC status code (as tonic's `Code::from_i32` reads it) for this
+    /// error, on the same table as [`http_status`](Self::http_status):
+    /// `Busy`/`Timeout` 10 `ABORTED`, `LeaseLost` and the unavailable
+    /// server 14 `UNAVAILABLE`, `InvalidOptions` 3 `INVALID_ARGUMENT`,
+    /// every other error 13 `INTERNAL`.
+    pub fn grpc_code(&self) -> i32 {
+        match self.answer() {
+            Answer::Busy => 10,
+            Answer::Unavailable => 14,
+            Answer::BadRequest => 3,
+            Answer::Internal => 13,
+        }
+    }
+
+    /// Which row of the status table this error falls in.
+    fn answer(&self) -> Answer {
+        match self {
+            LockError::Busy { .. } | LockError::Timeout { .. } => Answer::Busy,
+            LockError::LeaseLost { .. }
+            | LockError::Connection { .. }
+            | LockError::Tls { .. }
+            | LockError::Server { .. }
+            | LockError::NotReplicated { .. }
+            | LockError::ShutDown => Answer::Unavailable,
+            LockError::InvalidOptions(_) => Answer::BadRequest,
+            _ => Answer::Internal,
+        }
+    }
+}
+
+/// The rows of the status table.
+enum Answer {
+    Busy,
+    Unavailable,
+    BadRequest,
+    Internal,
 }
 
 impl From<LockError> for std::io::Error {
     fn from(err: LockError) -> Self {
         let kind = match err {
-            LockError::Connection(_) => std::io::ErrorKind::ConnectionRefused,
+            LockError::Connection { .. } => std::io::ErrorKind::ConnectionRefused,
             LockError::Timeout { .. } => std::io::ErrorKind::TimedOut,
             LockError::Busy { .. } => std::io::ErrorKind::WouldBlock,
             LockError::InvalidUrl { .. } | LockError::InvalidOptions(_) => {
                 std::io::ErrorKind::InvalidInput
             }
-            LockError::Tls(_) => std::io::ErrorKind::InvalidData,
+            LockError::Tls { .. } => std::io::ErrorKind::InvalidData,
             LockError::UnknownService { .. } => std::io::ErrorKind::NotFound,
-            LockError::PermissionDenied { .. } => std::io::ErrorKind::PermissionDenied,
+            LockError::PermissionDenied { .. } | LockError::Auth { .. } => {
+                std::io::ErrorKind::PermissionDenied
+            }
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::sync::Arc;
+
+    use super::LockError;
+
+    #[test]
+    fn a_wrapped_error_is_its_source_and_stays_out_of_the_message() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "os words");
+        let err = LockError::Connection {
+            detail: "cannot connect to 127.0.0.1:1".to_owned(),
+            source: Some(Arc::new(cause)),
+        };
+        let source = err.source().expect("the cause is kept");
+        assert_eq!(source.to_string(), "os words");
+        let cause = err.cause().expect("the cause is kept");
+        assert!(cause.downcast_ref::<std::io::Error>().is_some());
+        assert!(!err.to_string().contains("os words"), "{err}");
+        let copy = err.clone();
+        assert!(copy.source().is_some());
+    }
+
+    #[test]
+    fn auth_is_not_retryable_and_answers_as_a_server_fault() {
+        let err = LockError::Auth {
+            detail: "x".to_owned(),
+            source: None,
+        };
+        assert!(!err.is_retryable());
+        assert_eq!((err.http_status(), err.grpc_code()), (500, 13));
+    }
+
+    #[test]
+    fn the_status_table_answers_each_row() {
+        let busy = LockError::Busy {
+            key: "k".to_owned(),
+            remaining: None,
+        };
+        let lost = LockError::LeaseLost {
+            key: "k".to_owned(),
+        };
+        let bad = LockError::InvalidOptions("empty key".to_owned());
+        let down = LockError::connection("down");
+        let rows = [busy, lost, bad, down, LockError::NotInstalled]
+            .map(|err| (err.http_status(), err.grpc_code()));
+        assert_eq!(rows, [(409, 10), (503, 14), (400, 3), (503, 14), (500, 13)]);
     }
 }

@@ -38,6 +38,9 @@
 //!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
 //!   guards in `rw_guard`), semaphores, leader election.
 //! - **`manager`**: the façade users hold; `builder` and `install` make it.
+//! - **`check`**: the start-up and readiness report of
+//!   `LockManager::check` (each node asked by `backend/probe`, and the
+//!   risks its settings carry).
 //! - **`admin`**: what operators ask (inspect, list, force release) and the
 //!   answers' types.
 //! - **`private`**: the one entry point the attribute's expansion calls,
@@ -53,6 +56,7 @@ mod acquire;
 pub mod admin;
 mod backend;
 mod builder;
+mod check;
 mod computed;
 mod error;
 mod hashing;
@@ -75,7 +79,8 @@ pub mod __private {
 }
 
 pub use builder::LockManagerBuilder;
-pub use error::LockError;
+pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use error::{Cause, LockError};
 pub use install::{install, installed};
 pub use kinds::leader::{Leadership, Term};
 pub use kinds::multi::MultiGuard;

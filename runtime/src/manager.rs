@@ -13,7 +13,7 @@ use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
 use crate::lease::Lease;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
-use crate::{LockError, LockGuard, LockOptions};
+use crate::{CheckReport, LockError, LockGuard, LockOptions};
 
 /// Hands out locks from one backend. Cheap to clone; clones share the
 /// backend's multiplexed, auto-reconnecting connections (one per server) and
@@ -159,6 +159,45 @@ impl LockManager {
     /// The prefix of every lock key in the backend.
     pub fn namespace(&self) -> &str {
         self.inner.keys.namespace()
+    }
+
+    /// Checks, without taking a lock, what this manager will need of its
+    /// servers: a start-up and readiness probe. Each node is asked once
+    /// (round trip, server and version, the native commands locks will use
+    /// there), every command, key and channel the locks need is tried
+    /// against the user's ACL in a form that changes nothing, and the
+    /// servers' settings are read for what weakens the lock's guarantees
+    /// (eviction of lock keys, replicas no grant waits for, no append-only
+    /// file, a clock that jumped), which the report lists as risks.
+    ///
+    /// Fails with `Auth` when a node refuses the credentials, with
+    /// `PermissionDenied` naming every ACL rule to add, and with
+    /// `Connection` when the primary (every Cluster primary, a quorum of
+    /// Redlock nodes) does not answer; a Sentinel or a Redlock node beyond
+    /// the quorum that fails stays in the report ([`Verdict::Degraded`]).
+    /// In memory there is nothing to check: an empty, healthy report.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), leasehold_runtime::LockError> {
+    /// use leasehold_runtime::{LockManager, Verdict};
+    ///
+    /// let locks = LockManager::connect("redis://127.0.0.1:6379").await?;
+    /// let report = locks.check().await?;
+    /// println!("{report}");
+    /// if report.verdict() != Verdict::Healthy {
+    ///     eprintln!("the lock server's settings weaken its guarantees: see the risks above");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`Verdict::Degraded`]: crate::Verdict::Degraded
+    pub async fn check(&self) -> Result<CheckReport, LockError> {
+        let probe = self.lock_key(&format!(
+            "leasehold-check-{}",
+            OwnerToken::generate().as_str()
+        ));
+        self.inner.backend.check(&probe).await
     }
 
     pub(crate) fn backend(&self) -> &Arc<Backend> {

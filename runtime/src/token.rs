@@ -32,8 +32,8 @@ const LABEL_LIMIT: usize = 200;
 pub(crate) struct OwnerToken(Arc<str>);
 
 impl OwnerToken {
-    /// A token with 128 fresh random bits and no identity (for tests).
-    #[cfg(test)]
+    /// A token with 128 fresh random bits and no identity: for tests, and
+    /// for names no lock uses (`LockManager::check`'s probe keys).
     pub(crate) fn generate() -> Self {
         let mut hex = String::with_capacity(32);
         push_hex(&mut hex, thread_random());

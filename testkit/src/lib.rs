@@ -9,7 +9,13 @@
 //! `PATH`, or the path in the `REDIS_SERVER_BIN` environment variable. A
 //! server started with [`Engine::Valkey`] is a `valkey-server` 9.1 from the
 //! path in `LEASEHOLD_VALKEY_SERVER` (`scripts/ensure-valkey` builds it and
-//! prints its path), with the same options.
+//! prints its path), one started with [`Engine::Redis8`] a `redis-server`
+//! 8.6 from the path in `LEASEHOLD_REDIS8_SERVER` (`scripts/ensure-redis8`),
+//! with the same options.
+//!
+//! A [`PostgresServer`] is a real PostgreSQL server of the same kind, for
+//! the `#[transactional]` tests: `initdb` into a temporary directory,
+//! `pg_ctl` on a free loopback port, stopped on drop.
 //!
 //! A [`FaultProxy`] in front of a server injects network faults for the
 //! connections made through it: cut, silent partition (blackhole) and delay.
@@ -39,6 +45,7 @@ mod acl;
 mod cluster;
 mod engine;
 mod ports;
+mod postgres;
 mod process;
 mod proxy;
 mod resp;
@@ -50,7 +57,8 @@ mod topology;
 use std::time::Duration;
 
 pub use cluster::{key_slot, RedisCluster, RedisClusterBuilder, CLUSTER_SLOTS};
-pub use engine::{Engine, VALKEY_BIN_ENV};
+pub use engine::{Engine, REDIS8_BIN_ENV, VALKEY_BIN_ENV};
+pub use postgres::{PostgresServer, POSTGRES_BIN_ENV};
 pub use proxy::FaultProxy;
 pub use resp::RespValue;
 pub use sentinel::RedisSentinel;

@@ -50,7 +50,7 @@ enum Mode {
 /// | --- | --- | --- | --- |
 /// | [`restore`](Self::restore) | kept | accepted | forwarded at once |
 /// | [`cut`](Self::cut) | closed | refused | — |
-/// | [`blackhole`](Self::blackhole) | kept | accepted | dropped silently |
+/// | [`blackhole`](Self::blackhole) | kept while it lasts; those it dropped bytes of are closed when it ends | accepted | dropped silently |
 /// | [`delay`](Self::delay) | kept | accepted | forwarded after `d` |
 /// | [`reset_connections`](Self::reset_connections) | closed | (mode unchanged) | (mode unchanged) |
 ///
@@ -148,8 +148,15 @@ impl FaultProxy {
     /// discarded, as are bytes still waiting out a delay: nothing is buffered
     /// to be delivered later, and neither peer gets an error or
     /// end-of-stream, so they only notice through their own timeouts.
-    /// After [`restore`](Self::restore) the same connections carry new bytes
-    /// again.
+    ///
+    /// When the blackhole ends (any other mode), every connection it dropped
+    /// bytes of is closed on both sides, as [`cut`](Self::cut) closes them;
+    /// those it dropped nothing of (idle throughout) carry bytes again. No
+    /// network resumes a TCP connection with bytes missing from its middle:
+    /// TCP delivers them late and in order, or the connection dies. Resuming
+    /// would shift every later reply of a pipelined client (RESP matches
+    /// replies to requests by order) onto the wrong request; a closed
+    /// connection makes it fail its requests in flight and connect again.
     ///
     /// Panics, like [`restore`](Self::restore), if it ends a [`cut`](Self::cut)
     /// and the port cannot be bound again.
@@ -175,8 +182,10 @@ impl FaultProxy {
     }
 
     /// Back to plain forwarding: open connections carry bytes again at once
-    /// and new ones are accepted. After [`cut`](Self::cut) the proxy listens
-    /// again on the same port, ready for `connect` when this returns.
+    /// (after a [`blackhole`](Self::blackhole), those it dropped bytes of are
+    /// closed instead) and new ones are accepted. After [`cut`](Self::cut)
+    /// the proxy listens again on the same port, ready for `connect` when
+    /// this returns.
     ///
     /// Panics if that port cannot be bound again within 10 s (another
     /// process took it during the cut).
@@ -266,7 +275,8 @@ impl Shared {
         self.state().mode
     }
 
-    /// Switches to `mode`, listening on `port` again if the proxy was cut.
+    /// Switches to `mode`, listening on `port` again if the proxy was cut,
+    /// and closing the connections a blackhole that ends dropped bytes of.
     #[track_caller]
     fn set_mode(&self, mode: Mode, port: u16) {
         let mut state = self.state();
@@ -276,7 +286,31 @@ impl Shared {
             });
             state.listener = Some(listener);
         }
+        if state.mode == Mode::Blackhole && mode != Mode::Blackhole {
+            state.links.retain(|_, link| {
+                if link.swallowed.load(Ordering::SeqCst) {
+                    link.close();
+                }
+                !link.is_closed()
+            });
+        }
         state.mode = mode;
+    }
+
+    /// How long bytes of `link` read now wait before they are delivered;
+    /// `None` when they are dropped, in which case a blackhole marks the
+    /// link, under the same lock as it reads the mode, so that the end of
+    /// the blackhole closes it.
+    fn admit(&self, link: &Link) -> Option<Duration> {
+        match self.state().mode {
+            Mode::Forward => Some(Duration::ZERO),
+            Mode::Delay(d) => Some(d),
+            Mode::Blackhole => {
+                link.swallowed.store(true, Ordering::SeqCst);
+                None
+            }
+            Mode::Cut => None,
+        }
     }
 
     /// Accepts connections until the proxy is dropped.
@@ -364,6 +398,9 @@ struct Link {
     client: TcpStream,
     server: TcpStream,
     closed: AtomicBool,
+    /// Whether a blackhole dropped bytes of it (either way): closed when the
+    /// blackhole ends.
+    swallowed: AtomicBool,
 }
 
 impl Link {
@@ -377,6 +414,7 @@ impl Link {
             client,
             server,
             closed: AtomicBool::new(false),
+            swallowed: AtomicBool::new(false),
         })
     }
 
@@ -448,19 +486,19 @@ impl Pump {
             Err(_) => return false,
         };
         let now = Instant::now();
-        let due = match self.shared.mode() {
-            Mode::Forward => now,
-            Mode::Delay(d) => now + d,
-            Mode::Blackhole | Mode::Cut => return true,
-        };
-        self.queue.push_back((due, buf[..read].to_vec()));
+        if let Some(delay) = self.shared.admit(&self.link) {
+            self.queue.push_back((now + delay, buf[..read].to_vec()));
+        }
         true
     }
 
     /// Writes every queued chunk that is due, in order; drops them all while
     /// blackholed. `Err` when the peer cannot take them.
     fn deliver_due(&mut self) -> io::Result<()> {
-        if self.shared.mode() == Mode::Blackhole {
+        if self.queue.is_empty() {
+            return Ok(());
+        }
+        if self.shared.admit(&self.link).is_none() {
             self.queue.clear();
             return Ok(());
         }

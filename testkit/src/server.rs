@@ -66,7 +66,8 @@ pub struct RedisServerBuilder {
 impl RedisServerBuilder {
     /// Runs `engine`'s server instead of `redis-server`, with the same
     /// options, port handling and clean-up. [`Engine::Valkey`] needs
-    /// `LEASEHOLD_VALKEY_SERVER`; without it `start` panics with what to run.
+    /// `LEASEHOLD_VALKEY_SERVER`, [`Engine::Redis8`] `LEASEHOLD_REDIS8_SERVER`;
+    /// without it `start` panics with what to run.
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
         self

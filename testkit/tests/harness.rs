@@ -6,7 +6,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::Command;
 use std::time::Duration;
 
-use leasehold_testkit::{poll_until, Engine, RedisServer, RespValue, VALKEY_BIN_ENV};
+use leasehold_testkit::{
+    poll_until, Engine, PostgresServer, RedisServer, RespValue, REDIS8_BIN_ENV, VALKEY_BIN_ENV,
+};
 
 /// Set in the environment of a child process running a test on its own.
 const CHILD_MARKER: &str = "LEASEHOLD_TESTKIT_CHILD";
@@ -235,14 +237,15 @@ fn missing_binary_panics_with_install_instructions() {
     );
 }
 
-#[test]
-fn valkey_engine_starts_valkey_9_1_with_the_same_options_and_cleanup() {
-    let mut server = RedisServer::builder().engine(Engine::Valkey).start();
-    assert_eq!(server.engine(), Engine::Valkey);
+/// A built engine starts with the harness's options and clean-up: its
+/// version is the one `version_field` names, DEBUG from loopback works, no
+/// snapshots are taken, and the port is free again after the drop.
+fn built_engine_starts_with_the_same_options_and_cleanup(engine: Engine, version_field: &str) {
+    let mut server = RedisServer::builder().engine(engine).start();
+    assert_eq!(server.engine(), engine);
     let info = server.command(&["INFO", "server"]).unwrap();
     let info = info.as_str().expect("INFO is text");
-    assert!(info.contains("valkey_version:9.1."), "{info}");
-    // The harness's options hold on Valkey too: DEBUG from loopback, no snapshots.
+    assert!(info.contains(version_field), "{info}");
     assert_eq!(server.command(&["DEBUG", "SLEEP", "0"]), Ok(ok("OK")));
     let save = server.command(&["CONFIG", "GET", "save"]).unwrap();
     assert_eq!(
@@ -261,21 +264,75 @@ fn valkey_engine_starts_valkey_9_1_with_the_same_options_and_cleanup() {
 }
 
 #[test]
-fn valkey_without_its_binary_panics_with_what_to_run() {
+fn valkey_engine_starts_valkey_9_1_with_the_same_options_and_cleanup() {
+    built_engine_starts_with_the_same_options_and_cleanup(Engine::Valkey, "valkey_version:9.1.");
+}
+
+#[test]
+fn redis8_engine_starts_redis_8_6_with_the_same_options_and_cleanup() {
+    built_engine_starts_with_the_same_options_and_cleanup(Engine::Redis8, "redis_version:8.6.");
+}
+
+/// In a child process (the test `test`), starting `engine` with its
+/// variable `var` unset, then naming a missing file, panics with what to do.
+fn built_engine_without_its_binary_panics_with_what_to_run(
+    test: &str,
+    engine: Engine,
+    var: &str,
+    expected: &str,
+) {
     if std::env::var_os(CHILD_MARKER).is_some() {
-        let _server = RedisServer::builder().engine(Engine::Valkey).start();
+        let _server = RedisServer::builder().engine(engine).start();
         return;
     }
-    let test = "valkey_without_its_binary_panics_with_what_to_run";
-    let output = start_in_child_process(test, &[(VALKEY_BIN_ENV, None)]);
-    let expected = "LEASEHOLD_VALKEY_SERVER is not set, so this Valkey test has no valkey-server \
-        to start: run `export LEASEHOLD_VALKEY_SERVER=$(scripts/ensure-valkey)`";
+    let output = start_in_child_process(test, &[(var, None)]);
     assert!(output.contains(expected), "{output}");
 
-    let bad = [(VALKEY_BIN_ENV, Some("/nonexistent/valkey-server"))];
+    let bad = [(var, Some("/nonexistent/server"))];
     let output = start_in_child_process(test, &bad);
     assert!(
-        output.contains("LEASEHOLD_VALKEY_SERVER=\"/nonexistent/valkey-server\" does not exist"),
+        output.contains(&format!("{var}=\"/nonexistent/server\" does not exist")),
         "{output}"
+    );
+}
+
+#[test]
+fn valkey_without_its_binary_panics_with_what_to_run() {
+    built_engine_without_its_binary_panics_with_what_to_run(
+        "valkey_without_its_binary_panics_with_what_to_run",
+        Engine::Valkey,
+        VALKEY_BIN_ENV,
+        "LEASEHOLD_VALKEY_SERVER is not set, so this Valkey 9.1 test has no valkey-server \
+         to start: run `export LEASEHOLD_VALKEY_SERVER=$(scripts/ensure-valkey)`",
+    );
+}
+
+#[test]
+fn redis8_without_its_binary_panics_with_what_to_run() {
+    built_engine_without_its_binary_panics_with_what_to_run(
+        "redis8_without_its_binary_panics_with_what_to_run",
+        Engine::Redis8,
+        REDIS8_BIN_ENV,
+        "LEASEHOLD_REDIS8_SERVER is not set, so this Redis 8.6 test has no redis-server \
+         to start: run `export LEASEHOLD_REDIS8_SERVER=$(scripts/ensure-redis8)`",
+    );
+}
+
+#[test]
+fn postgres_server_listens_on_loopback_until_dropped() {
+    let first = PostgresServer::start();
+    let second = PostgresServer::start();
+    assert_ne!(first.port(), second.port());
+    assert!(!refuses_connections(first.port()));
+    assert_eq!(
+        first.url(),
+        format!("postgres://leasehold@127.0.0.1:{}/postgres", first.port())
+    );
+    let port = first.port();
+    drop(first);
+    assert!(refuses_connections(port), "stopped on drop");
+    assert!(
+        !refuses_connections(second.port()),
+        "the other one still runs"
     );
 }

@@ -41,6 +41,14 @@ impl Client {
         self.0.write_all(bytes).expect("send");
     }
 
+    /// Sends `bytes` unless the connection is known to be closed (the
+    /// write fails): what comes back tells either way.
+    fn send_unless_closed(&mut self, bytes: &[u8]) {
+        // A failed write means the proxy closed the connection, which the
+        // next read reports as `Seen::Closed`.
+        let _ = self.0.write_all(bytes);
+    }
+
     /// Reads one reply line, waiting at most `limit`.
     fn line_within(&mut self, limit: Duration) -> Seen {
         let deadline = Instant::now() + limit;
@@ -135,11 +143,13 @@ fn cut_closes_open_connections_and_refuses_new_ones_until_restore_on_the_same_po
 }
 
 #[test]
-fn blackhole_swallows_bytes_silently_and_replays_nothing_after_restore() {
+fn blackhole_swallows_bytes_silently_and_closes_what_it_swallowed_when_it_ends() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.addr());
     let mut open = Client::connect(proxy.addr());
     open.assert_pong();
+    let mut idle = Client::connect(proxy.addr());
+    idle.assert_pong();
 
     proxy.blackhole();
     assert_eq!(open.ping_within(SILENCE), Seen::Silence, "open connection");
@@ -147,15 +157,70 @@ fn blackhole_swallows_bytes_silently_and_replays_nothing_after_restore() {
     assert_eq!(during.ping_within(SILENCE), Seen::Silence, "new connection");
 
     proxy.restore();
-    for client in [&mut open, &mut during] {
-        client.assert_pong();
-        assert_eq!(
-            client.line_within(SILENCE),
-            Seen::Silence,
-            "the swallowed PING must not be answered late"
+    for (client, which) in [(&mut open, "open"), (&mut during, "new")] {
+        client.send_unless_closed(b"ECHO after\r\n");
+        let first = client.line_within(PROMPTLY);
+        assert_ne!(
+            first,
+            Seen::Line(b"$5\r\n".to_vec()),
+            "the {which} connection read the reply of the ECHO sent after the blackhole where the swallowed PING's belongs"
         );
+        // The PING's own reply only if the proxy had not yet read it when
+        // the blackhole ended (a starved pump): then nothing was dropped.
+        if first != Seen::Line(PONG.to_vec()) {
+            assert_eq!(
+                first,
+                Seen::Closed,
+                "the {which} connection, whose PING was dropped"
+            );
+        }
     }
+    idle.assert_pong();
     Client::connect(proxy.addr()).assert_pong();
+}
+
+/// The pitfall of a proxy that drops bytes and then resumes the same
+/// connection: a pipelined client (RESP pairs replies with requests by
+/// their order) reads the reply to its next request as the reply to the
+/// dropped one. Here `GET a` is swallowed and `GET b` sent once the
+/// blackhole ends: the first reply must be `a`'s value or the end of the
+/// connection, never `b`'s. The same for a blackhole that ends in a delay.
+#[test]
+fn pipelined_client_never_reads_another_commands_reply_after_a_blackhole() {
+    let server = RedisServer::start();
+    for key in ["a", "b"] {
+        server
+            .command(&["SET", key, &format!("value-of-{key}")])
+            .expect("SET");
+    }
+    let proxy = FaultProxy::start(server.addr());
+    for end in ["restore", "delay"] {
+        let mut client = Client::connect(proxy.addr());
+        client.assert_pong();
+        proxy.blackhole();
+        client.send(b"GET a\r\n");
+        assert_eq!(client.line_within(SILENCE), Seen::Silence, "{end}");
+        match end {
+            "restore" => proxy.restore(),
+            _ => proxy.delay(Duration::from_millis(10)),
+        }
+        client.send_unless_closed(b"GET b\r\n");
+        let mut replies = Vec::new();
+        while let Seen::Line(line) = client.line_within(PROMPTLY) {
+            replies.push(String::from_utf8_lossy(&line).into_owned());
+            if replies.len() == 4 {
+                break;
+            }
+        }
+        let answers: Vec<&String> = replies.iter().filter(|r| r.starts_with("value")).collect();
+        assert!(
+            answers
+                .first()
+                .is_none_or(|first| first.as_str() == "value-of-a\r\n"),
+            "after a blackhole that ended in {end}, the first reply was {replies:?}"
+        );
+        proxy.restore();
+    }
 }
 
 #[test]

@@ -4,9 +4,10 @@
 //! really pending. After each drop no lock may be left behind, and no two
 //! bodies may ever run under the same key at once.
 //!
-//! Runs on one Redis server, on Redlock over three, on a Redis Cluster of
-//! three primaries (each announcing its proxy's port, so the cluster client
-//! too goes through the proxies) and in memory.
+//! Runs on one Redis 7.0 server (and one of Valkey 9.1 and of Redis 8.6,
+//! whose releases and renewals are their own commands), on Redlock over
+//! three, on a Redis Cluster of three primaries (each announcing its proxy's
+//! port, so the cluster client too goes through the proxies) and in memory.
 //!
 //! The shared-lock kinds get the same treatment on every backend that has
 //! them (one server, Cluster, memory): semaphore acquisitions (free and
@@ -94,12 +95,6 @@ struct Setup {
 impl Setup {
     async fn redis(nodes: usize) -> Setup {
         Setup::servers(nodes, Engine::Redis).await
-    }
-
-    /// One `valkey-server` 9.1 (whose plain-lock release is `DELIFEQ`) behind
-    /// a delaying proxy.
-    async fn valkey() -> Setup {
-        Setup::servers(1, Engine::Valkey).await
     }
 
     /// `nodes` servers of `engine` (several: Redlock), each behind a
@@ -778,9 +773,18 @@ async fn single_redis_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
     every_future_at_every_await(Setup::redis(1).await).await;
 }
 
+/// Valkey 9.1 releases a plain lock with `DELIFEQ` and renews with `SET …
+/// IFEQ`: the native steps get the same sweep.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valkey_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::valkey().await).await;
+    every_future_at_every_await(Setup::servers(1, Engine::Valkey).await).await;
+}
+
+/// Redis 8.6 releases a plain lock with `DELEX … IFEQ` and renews with `SET
+/// … IFEQ`: the native steps get the same sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis8_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
+    every_future_at_every_await(Setup::servers(1, Engine::Redis8).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

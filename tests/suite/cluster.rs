@@ -96,7 +96,7 @@ where
         match within(attempt()).await {
             Ok(Some(value)) => return value,
             Ok(None) => {}
-            Err(LockError::Connection(_)) => {}
+            Err(LockError::Connection { .. }) => {}
             Err(other) => panic!("{what}: unexpected error while the cluster changes: {other:?}"),
         }
         if Instant::now() >= deadline {
@@ -419,7 +419,7 @@ async fn unreachable_or_empty_cluster_fails_with_a_typed_error() {
         .cluster([format!("redis://127.0.0.1:{}", port.port())])
         .await;
     assert!(
-        matches!(result, Err(LockError::Connection(_))),
+        matches!(result, Err(LockError::Connection { .. })),
         "{:?}",
         result.map(|_| ())
     );
@@ -484,7 +484,7 @@ async fn locks_stay_exclusive_and_waiters_finish_while_their_slot_moves_back_and
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 holders[which].fetch_sub(1, Ordering::SeqCst);
                 match within(guard.release()).await {
-                    Ok(()) | Err(LockError::Connection(_)) => {}
+                    Ok(()) | Err(LockError::Connection { .. }) => {}
                     Err(other) => panic!("release during resharding: {other:?}"),
                 }
                 if moving.load(Ordering::SeqCst) {

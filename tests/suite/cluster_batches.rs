@@ -118,7 +118,7 @@ async fn patiently(locks: &LockManager, key: &str) -> LockGuard {
     for _ in 0..4 {
         match locks.acquire(key, options.clone()).await {
             Ok(guard) => return guard,
-            Err(LockError::Connection(_)) => {}
+            Err(LockError::Connection { .. }) => {}
             Err(err) => panic!("acquire {key}: {err:?}"),
         }
     }

@@ -441,7 +441,8 @@ fn script_calls(server: &RedisServer) -> u64 {
 /// the lock back to check it is ours.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_lock_and_its_token_come_from_one_script_call() {
-    for h in [Harness::redis().await, Harness::valkey().await] {
+    for engine in Engine::ALL {
+        let h = Harness::on_engine(engine).await;
         let server = h.server();
         // Loads the script (a first EVALSHA answers NOSCRIPT).
         let warm = h.a.acquire("doc:warm", long().fenced(true)).await.unwrap();
@@ -472,7 +473,8 @@ async fn fenced_lock_and_its_token_come_from_one_script_call() {
 /// not touch the counter, and says how long the holder has left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_attempt_on_a_held_lock_issues_no_token() {
-    for h in [Harness::redis().await, Harness::valkey().await] {
+    for engine in Engine::ALL {
+        let h = Harness::on_engine(engine).await;
         let holder = h.a.acquire("doc:held", long()).await.unwrap();
         let fenced = long().fenced(true).wait(Duration::ZERO);
         match h.b.acquire("doc:held", fenced.clone()).await {
@@ -494,7 +496,8 @@ async fn fenced_attempt_on_a_held_lock_issues_no_token() {
 /// knows it has), and the token is asked for again on request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_lock_whose_token_cannot_be_issued_is_taken_and_asks_again_on_request() {
-    for h in [Harness::redis().await, Harness::valkey().await] {
+    for engine in Engine::ALL {
+        let h = Harness::on_engine(engine).await;
         let server = h.server();
         server
             .command(&["HSET", "lock-fence:doc:e", "not", "a counter"])
@@ -505,7 +508,10 @@ async fn fenced_lock_whose_token_cannot_be_issued_is_taken_and_asks_again_on_req
             "the lock is held"
         );
         let refused = guard.fencing_token().await;
-        assert!(matches!(refused, Err(LockError::Server(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(LockError::Server { .. })),
+            "{refused:?}"
+        );
         server.command(&["DEL", "lock-fence:doc:e"]).unwrap();
         let token = guard.fencing_token().await.unwrap();
         assert_eq!(fence_counter(server, "doc:e"), Some(token));
@@ -546,7 +552,8 @@ async fn fenced_tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
 /// the token issued with the lock is one above it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_token_is_one_above_a_counter_ahead_of_the_clock() {
-    for h in [Harness::redis().await, Harness::valkey().await] {
+    for engine in Engine::ALL {
+        let h = Harness::on_engine(engine).await;
         let server = h.server();
         let ahead = 4_000_000_000_000_000_u64;
         server
@@ -564,7 +571,7 @@ async fn fenced_token_is_one_above_a_counter_ahead_of_the_clock() {
 /// token on the server, and the dropped acquisition gives the lock back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_acquisition_dropped_while_its_script_is_in_flight_leaves_no_lock() {
-    for engine in [Engine::Redis, Engine::Valkey] {
+    for engine in Engine::ALL {
         let server = RedisServer::builder().engine(engine).start();
         let proxy = FaultProxy::start(server.addr());
         let locks = connect(&proxy.url()).await;

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use leasehold::{LockError, LockGuard, LockManager};
+use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{Engine, FaultProxy, RedisServer, RespValue};
-use support::{command_calls, connect, join_within, long, poll_async, waiting, PROMPTLY};
+use support::{
+    command_calls, connect, fixed_lease, join_within, long, poll_async, waiting, NO_HANG, PROMPTLY,
+};
 use tokio::time::timeout;
 
 const KEY: &str = "handoff";
@@ -32,9 +34,10 @@ fn queued(server: &RedisServer) -> i64 {
         .expect("ZCARD answers an integer")
 }
 
-/// Waits (bounded) until `n` waiters are queued for `KEY`.
+/// Waits (bounded) until `n` waiters are queued for `KEY`; a waiter on a
+/// slow link needs several round trips to queue.
 async fn until_queued(server: &RedisServer, n: i64) {
-    let reached = poll_async(PROMPTLY, || async { queued(server) >= n }).await;
+    let reached = poll_async(NO_HANG, || async { queued(server) >= n }).await;
     assert!(reached, "{n} waiters never queued (now {})", queued(server));
 }
 
@@ -56,10 +59,11 @@ async fn server_with_key_held(engine: Engine) -> (RedisServer, LockGuard) {
     (server, guard)
 }
 
-// Each hand-off test runs on Redis 7.0, whose releases are scripts, and on
-// Valkey 9.1, whose uncontended release is `DELIFEQ`: a queued waiter's
-// mark on the lock's value must send the holder to the scripted hand-off.
-support::on_both_engines!(
+// Each hand-off test runs on Redis 7.0, whose releases are scripts, on
+// Valkey 9.1, whose uncontended release is `DELIFEQ`, and on Redis 8.6,
+// whose uncontended release is `DELEX … IFEQ`: a queued waiter's mark on
+// the lock's value must send the holder to the scripted hand-off.
+support::on_every_engine!(
     granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_before_the_servers_expiry,
     parked_waiters_keep_their_places_with_one_refresh_per_process,
     parked_waiter_learns_from_its_keeper_what_no_message_told_it,
@@ -67,7 +71,10 @@ support::on_both_engines!(
     handed_over_lock_is_never_held_twice_and_every_task_finishes,
     waiter_that_misses_its_grant_message_still_gets_the_lock,
     live_waiter_behind_many_dead_ones_is_not_overtaken,
-    granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter
+    granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter,
+    waiter_on_a_slow_link_never_gets_a_guard_already_lost,
+    waiter_whose_runtime_stalled_at_the_grant_never_gets_a_guard_already_lost,
+    first_handoff_after_the_scripts_are_flushed_is_confirmed_within_the_grant_window
 );
 
 async fn releases_hand_the_lock_to_waiters_in_arrival_order_across_processes(engine: Engine) {
@@ -436,7 +443,7 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter(e
         .expect("the cut-off waiter gives up by its deadline")
         .expect("waiter task");
     assert!(
-        matches!(first, Err(LockError::Connection(_))),
+        matches!(first, Err(LockError::Connection { .. })),
         "the cut-off waiter must not believe it holds the lock: {first:?}"
     );
 }
@@ -624,4 +631,221 @@ async fn granted_waiter_holds_at_the_grant_in_one_trip_and_its_validity_ends_bef
         guard.release().await.expect("release");
     }
     eprintln!("{engine:?}: smallest margin of the server's expiry over the waiter's validity in 40 one-trip hand-offs: {smallest_margin:?}");
+}
+
+/// What a guard has left when `acquire` returns it: its validity (zero
+/// when already over) and whether it is lost.
+fn left_on_return(guard: &LockGuard) -> (Duration, bool) {
+    let left = guard.valid_until().map_or(Duration::ZERO, |until| {
+        until.saturating_duration_since(Instant::now())
+    });
+    (left, guard.is_lost())
+}
+
+/// The owner token queued first for `KEY`, with its place as the last
+/// refresh left it: the refresh's number and the server time it came (ms).
+fn first_place(server: &RedisServer) -> Option<(String, String, i64)> {
+    let Ok(RespValue::Array(first)) =
+        server.command(&["ZRANGE", &format!("lock-queue:{KEY}"), "0", "0"])
+    else {
+        return None;
+    };
+    let token = first.first()?.as_str()?.to_owned();
+    let place = server
+        .command(&["HGET", &format!("lock-wait:{KEY}"), &token])
+        .ok()?;
+    // `expires seq refreshed lease`, see `refresh_places.lua`.
+    let fields: Vec<String> = place.as_str()?.split(' ').map(str::to_owned).collect();
+    let refreshed = fields.get(2)?.parse().ok()?;
+    Some((token, fields.get(1)?.clone(), refreshed))
+}
+
+/// A grant taken as it comes counts from the waiter's last place refresh,
+/// and its message needs one more trip: on a slow link (300 ms each way,
+/// a 1 s ttl) a release 420 ms after the refresh reached the server still
+/// grants more than half (580 ms of 1 s), yet the waiter reads it 1020 ms
+/// after it sent the refresh, past the grant's validity (938 ms). Such a
+/// grant is confirmed instead (or, run out before the confirmation lands,
+/// given up: the waiter goes on waiting and takes the lock when it expires):
+/// over three hand-offs, the guard `acquire` returns has validity left.
+async fn waiter_on_a_slow_link_never_gets_a_guard_already_lost(engine: Engine) {
+    const ONE_WAY: Duration = Duration::from_millis(300);
+    const RELEASE_AFTER_REFRESH: i64 = 420;
+    let server = start(engine);
+    let proxy = FaultProxy::start(server.addr());
+    let holder = connect(&server.url()).await;
+    let waiter = connect(&proxy.url()).await;
+    proxy.delay(ONE_WAY);
+    for handoff in 0..3 {
+        let held = holder
+            .try_acquire(KEY, long())
+            .await
+            .unwrap()
+            .expect("free between hand-offs");
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                let options = LockOptions::new()
+                    .ttl(Duration::from_secs(1))
+                    .wait(Duration::from_secs(20));
+                let guard = waiter
+                    .acquire(KEY, options)
+                    .await
+                    .expect("the waiter gets the lock");
+                let left = left_on_return(&guard);
+                // A guard already lost fails its release; `left` tells.
+                let _ = guard.release().await;
+                left
+            })
+        };
+        // The release comes after the keeper's first refresh of the place
+        // (the one after the waiter's own attempt), long before its next.
+        until_queued(&server, 1).await;
+        let (_, attempt_seq, _) = first_place(&server).expect("the waiter's place");
+        let mut refreshed = None;
+        let kept = poll_async(NO_HANG, || {
+            let seen = first_place(&server);
+            let now_kept = seen.filter(|(_, seq, _)| *seq != attempt_seq);
+            refreshed = now_kept.as_ref().map(|&(_, _, at)| at);
+            let found = refreshed.is_some();
+            async move { found }
+        })
+        .await;
+        assert!(
+            kept,
+            "hand-off {handoff}: the keeper never refreshed the place"
+        );
+        let age = server_ms(&server) - refreshed.expect("refreshed");
+        let pause = u64::try_from(RELEASE_AFTER_REFRESH - age).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        held.release().await.expect("holder releases");
+        let (left, lost) = timeout(NO_HANG, waiting)
+            .await
+            .expect("the waiter gets the lock")
+            .expect("waiter task");
+        assert!(
+            !lost && !left.is_zero(),
+            "hand-off {handoff}: acquire returned a guard already lost (validity left {left:?})"
+        );
+    }
+}
+
+/// The same on a fast link when the waiter's runtime does not run it for a
+/// while: its thread is blocked from before the release until 600 ms after,
+/// longer than the validity of a 500 ms grant. The grant's message is read
+/// then, with the validity counted from the waiter's refresh already over:
+/// the guard `acquire` returns has validity left.
+async fn waiter_whose_runtime_stalled_at_the_grant_never_gets_a_guard_already_lost(engine: Engine) {
+    const STALL: Duration = Duration::from_millis(600);
+    let (server, held) = server_with_key_held(engine).await;
+    let url = server.url();
+    let (stall, stall_now) = tokio::sync::oneshot::channel::<()>();
+    let (stalling, stalled) = tokio::sync::oneshot::channel::<()>();
+    let (release_done, released) = std::sync::mpsc::channel::<()>();
+    let waiter_thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the waiter's runtime");
+        runtime.block_on(async move {
+            let waiter = connect(&url).await;
+            let acquiring = tokio::spawn(async move {
+                let options = LockOptions::new()
+                    .ttl(Duration::from_millis(500))
+                    .wait(Duration::from_secs(20));
+                let guard = waiter
+                    .acquire(KEY, options)
+                    .await
+                    .expect("the waiter gets the lock");
+                let left = left_on_return(&guard);
+                // A guard already lost fails its release; `left` tells.
+                let _ = guard.release().await;
+                left
+            });
+            stall_now.await.expect("told to stall");
+            stalling.send(()).expect("the test waits");
+            // Blocks the runtime's one thread: nothing of the waiter runs.
+            released.recv_timeout(NO_HANG).expect("the holder released");
+            std::thread::sleep(STALL);
+            acquiring.await.expect("waiter task")
+        })
+    });
+    until_queued(&server, 1).await;
+    stall.send(()).expect("the waiter's runtime listens");
+    stalled.await.expect("the waiter's runtime stalls");
+    held.release().await.expect("holder releases");
+    release_done.send(()).expect("the waiter's runtime waits");
+    let (left, lost) = timeout(
+        NO_HANG,
+        tokio::task::spawn_blocking(move || waiter_thread.join()),
+    )
+    .await
+    .expect("the waiter's thread finishes")
+    .expect("join")
+    .expect("the waiter's thread");
+    assert!(
+        !lost && !left.is_zero(),
+        "acquire returned a guard already lost (validity left {left:?})"
+    );
+}
+
+/// A waiter confirms a lock handed to it by extending it to its ttl
+/// (always here: its lease is not renewed, so no grant is taken as it
+/// comes), within the grant window the server counts from the release
+/// (2 s, or what is left of a grant counted from a refresh, at least
+/// 1.5 s). On a slow link (400 ms each way) to a server that has just lost
+/// its scripts (`SCRIPT FLUSH`; a restart or a failover does the same), an
+/// `EVALSHA` answered `NOSCRIPT` made the confirmation several round trips,
+/// past the window: the grant lapsed, the lock sat idle, and the waiter
+/// behind took it. The confirmation is one round trip whatever the script
+/// cache holds: the granted waiter holds the lock first.
+async fn first_handoff_after_the_scripts_are_flushed_is_confirmed_within_the_grant_window(
+    engine: Engine,
+) {
+    const ONE_WAY: Duration = Duration::from_millis(400);
+    let (server, held) = server_with_key_held(engine).await;
+    let proxy = FaultProxy::start(server.addr());
+    let slow = connect(&proxy.url()).await;
+    proxy.delay(ONE_WAY);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let holds = |manager: LockManager, name: &'static str, options: LockOptions| {
+        let order = Arc::clone(&order);
+        tokio::spawn(async move {
+            let guard = manager
+                .acquire(KEY, options)
+                .await
+                .expect("each waiter gets the lock in turn");
+            order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(name);
+            guard.release().await.expect("release");
+        })
+    };
+    let slow_waiter = holds(
+        slow,
+        "granted",
+        fixed_lease(Duration::from_secs(10)).wait(Duration::from_secs(30)),
+    );
+    until_queued(&server, 1).await;
+    let next_waiter = holds(
+        connect(&server.url()).await,
+        "next",
+        waiting(Duration::from_secs(30)),
+    );
+    until_queued(&server, 2).await;
+    server.command(&["SCRIPT", "FLUSH"]).expect("SCRIPT FLUSH");
+    held.release().await.expect("holder releases");
+    join_within(
+        vec![slow_waiter, next_waiter],
+        Duration::from_secs(30),
+        "both waiters",
+    )
+    .await;
+    let order = order.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(
+        order,
+        ["granted", "next"],
+        "the grant to the waiter on the slow link lapsed before its confirmation landed"
+    );
 }

@@ -14,8 +14,10 @@
 mod support;
 
 mod acl;
+mod auth;
 mod batch_renewal;
 mod cancellation;
+mod check;
 mod cluster;
 mod cluster_batches;
 mod computed_settings;
@@ -24,6 +26,7 @@ mod conformance_mutex;
 mod conformance_shared;
 mod empty_key;
 mod failover;
+mod fault_proxy;
 mod fencing;
 mod future_size;
 mod handoff;

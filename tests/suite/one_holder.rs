@@ -42,7 +42,7 @@ where
     for _ in 0..NO_HANG.as_millis() / 100 + 1 {
         match within(attempt()).await {
             Ok(answer) => return answer,
-            Err(LockError::Connection(_)) if Instant::now() < deadline => {}
+            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
             Err(other) => panic!("the restarted server did not answer: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

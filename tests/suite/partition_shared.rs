@@ -217,12 +217,20 @@ fn options() -> LockOptions {
     LockOptions::new().ttl(TTL).wait(Duration::ZERO)
 }
 
+/// A test's own failure, carried as a lock error.
+fn failed(detail: String) -> LockError {
+    LockError::Server {
+        detail,
+        source: None,
+    }
+}
+
 /// Waits (bounded by [`TOLD_WITHIN`]) for `guard` to be reported lost.
 async fn until_told(guard: &impl SharedGuard) -> Result<(), LockError> {
     match timeout(TOLD_WITHIN, guard.lost()).await {
         Ok(()) if guard.is_lost() => Ok(()),
-        Ok(()) => Err(LockError::Server("lost() resolved, is_lost() false".into())),
-        Err(_) => Err(LockError::Server(format!(
+        Ok(()) => Err(failed("lost() resolved, is_lost() false".into())),
+        Err(_) => Err(failed(format!(
             "lost() pending {TOLD_WITHIN:?} after the acquisition"
         ))),
     }
@@ -293,7 +301,7 @@ async fn hold(a: LockManager, holder: Holder, started: oneshot::Sender<()>) -> P
                 }
             };
             timeout(TOLD_WITHIN, scoped).await.unwrap_or_else(|_| {
-                Err(LockError::Server(format!(
+                Err(failed(format!(
                     "the scoped call still ran {TOLD_WITHIN:?} after it was made"
                 )))
             })

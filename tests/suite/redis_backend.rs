@@ -129,7 +129,7 @@ async fn connect_to_unreachable_redis_fails_with_connection_error() {
         .await
         .expect("connect to a dead port gives up by itself");
     match result {
-        Err(err @ LockError::Connection(_)) => assert!(err.is_retryable()),
+        Err(err @ LockError::Connection { .. }) => assert!(err.is_retryable()),
         other => panic!("connect to {url} gave {other:?}"),
     }
     assert!(started.elapsed() < NO_HANG);
@@ -165,7 +165,7 @@ async fn failed_connect_names_the_address_it_tried_but_never_the_password() {
     for (constructor, attempt) in attempts {
         let result = attempt.unwrap_or_else(|_| panic!("{constructor} gives up by itself"));
         let err = match result {
-            Err(err @ LockError::Connection(_)) => err,
+            Err(err @ LockError::Connection { .. }) => err,
             other => panic!("{constructor} to a dead port gave {other:?}"),
         };
         let shown = format!("{err} / {err:?}");
@@ -187,7 +187,7 @@ async fn connect_to_server_that_never_answers_fails_instead_of_hanging() {
         .await
         .expect("connect to a silent server gives up by itself");
     assert!(
-        matches!(result, Err(LockError::Connection(_))),
+        matches!(result, Err(LockError::Connection { .. })),
         "connect to a silent server gave {result:?}"
     );
     let took = started.elapsed();
@@ -211,7 +211,7 @@ async fn acquire_on_killed_server_fails_fast_and_recovers_after_restart() {
         .await
         .expect("acquire on a dead server fails instead of hanging");
     assert!(
-        matches!(result, Err(LockError::Connection(_))),
+        matches!(result, Err(LockError::Connection { .. })),
         "acquire on a dead server gave {result:?}"
     );
 

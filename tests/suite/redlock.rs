@@ -78,7 +78,10 @@ async fn five_masters_lock_while_a_quorum_survives_and_fail_cleanly_without_one(
         .await
         .expect_err("2 of 5 nodes are no quorum");
     assert!(
-        matches!(err, LockError::Connection(_) | LockError::Timeout { .. }),
+        matches!(
+            err,
+            LockError::Connection { .. } | LockError::Timeout { .. }
+        ),
         "{err}"
     );
     assert!(
@@ -98,7 +101,7 @@ async fn five_masters_lock_while_a_quorum_survives_and_fail_cleanly_without_one(
         .await
         .expect_err("no quorum");
     assert!(
-        matches!(&err, LockError::Connection(message) if message.contains("3 of 5") || message.contains("2 of 5")),
+        matches!(&err, LockError::Connection { detail: message, .. } if message.contains("3 of 5") || message.contains("2 of 5")),
         "{err}"
     );
 }

@@ -60,7 +60,7 @@ where
         match within(attempt()).await {
             Ok(Some(value)) => return value,
             Ok(None) => {}
-            Err(LockError::Connection(_)) => {}
+            Err(LockError::Connection { .. }) => {}
             Err(other) => panic!("{what}: unexpected error during failover: {other:?}"),
         }
         if Instant::now() >= deadline {
@@ -249,7 +249,7 @@ async fn killed_primary_gives_typed_errors_then_the_promoted_replica_serves() {
                 drop(guard);
             }
             Ok(None) => panic!("nobody else holds `during-{round}`"),
-            Err(LockError::Connection(_)) => errors += 1,
+            Err(LockError::Connection { .. }) => errors += 1,
             Err(other) => panic!("an untyped failure during the outage: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -318,7 +318,7 @@ async fn readonly_reply_of_a_demoted_primary_is_a_retryable_connection_error() {
         .expect("REPLICAOF NO ONE");
 
     match refused {
-        Err(err @ LockError::Connection(_)) => {
+        Err(err @ LockError::Connection { .. }) => {
             assert!(err.to_string().contains("no longer the primary"), "{err}");
             assert!(err.is_retryable());
         }
@@ -449,7 +449,7 @@ where
     for _ in 0..limit.as_millis() / 100 + 1 {
         match within(attempt()).await {
             Ok(answer) => return answer,
-            Err(LockError::Connection(_)) if Instant::now() < deadline => {}
+            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
             Err(other) => panic!("{what}: unexpected error during failover: {other:?}"),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -595,7 +595,9 @@ async fn no_reachable_sentinel_fails_with_a_connection_error_promptly() {
     )
     .await;
     match result {
-        Err(LockError::Connection(message)) => assert!(
+        Err(LockError::Connection {
+            detail: message, ..
+        }) => assert!(
             message.contains("testkit-primary"),
             "the error names the service: {message}"
         ),
@@ -640,9 +642,10 @@ async fn empty_sentinel_list_is_rejected() {
 
 /// Sentinels that ask for a password (here the `default` user's, set with
 /// `ACL SETUSER` once the topology is up): without credentials, or with
-/// wrong ones, `sentinel` fails with a connection error that names
-/// `sentinel_credentials`; with them, the manager finds the primary (which
-/// asks for none) and locks on it.
+/// wrong ones, `sentinel` fails with `Auth` naming the Sentinel and
+/// `sentinel_credentials`; a wrong password for the primary (the first URL's)
+/// fails with `Auth` naming the primary; with the right credentials, the
+/// manager finds the primary and locks on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials() {
     const PASSWORD: &str = "sentinel-secret";
@@ -668,14 +671,38 @@ async fn sentinels_asking_for_a_password_are_reached_with_sentinel_credentials()
         let result =
             within(refused.sentinel(topology.service_name(), topology.sentinel_urls())).await;
         match result {
-            Err(err @ LockError::Connection(_)) => {
+            Err(err @ LockError::Auth { .. }) => {
+                let message = err.to_string();
+                assert!(message.contains("sentinel_credentials"), "{what}: {err}");
+                assert!(message.contains("Sentinel 127.0.0.1:"), "{what}: {err}");
                 assert!(
-                    err.to_string().contains("sentinel_credentials"),
-                    "{what}: {err}"
+                    !message.contains("wrong"),
+                    "{what}: the password shows: {err}"
                 );
+                assert!(!err.is_retryable(), "{what}");
             }
-            other => panic!("{what}: expected a connection error, got {other:?}"),
+            other => panic!("{what}: expected Auth, got {other:?}"),
         }
+    }
+
+    // The primary's own credentials are the first URL's: a wrong password
+    // there is refused as the primary's, not the Sentinels'.
+    primary.set_acl_user("svc", PASSWORD, &["+@all", "~*", "&*"]);
+    let mut urls = topology.sentinel_urls();
+    urls[0] = urls[0].replacen("redis://", "redis://svc:wrong@", 1);
+    let result = within(
+        builder()
+            .sentinel_credentials(Some("default"), PASSWORD)
+            .sentinel(topology.service_name(), &urls),
+    )
+    .await;
+    match result {
+        Err(err @ LockError::Auth { .. }) => {
+            let message = err.to_string();
+            assert!(message.contains("the primary 127.0.0.1:"), "{err}");
+            assert!(!message.contains("wrong"), "the password shows: {err}");
+        }
+        other => panic!("the primary's wrong password: expected Auth, got {other:?}"),
     }
 
     let locks = within(

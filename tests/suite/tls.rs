@@ -231,7 +231,7 @@ async fn server_not_signed_by_a_trusted_root_is_a_tls_error_naming_the_certifica
         .await
         .expect("connect hung");
     match refused {
-        Err(err @ LockError::Tls(_)) => {
+        Err(err @ LockError::Tls { .. }) => {
             let message = err.to_string();
             assert!(
                 message.contains("certificate") && !message.contains("Redis is running"),
@@ -251,7 +251,7 @@ async fn server_not_signed_by_a_trusted_root_is_a_tls_error_naming_the_certifica
     )
     .await
     .expect("connect hung");
-    assert!(matches!(refused, Err(LockError::Tls(_))), "{refused:?}");
+    assert!(matches!(refused, Err(LockError::Tls { .. })), "{refused:?}");
 }
 
 #[tokio::test]

@@ -1,109 +1,101 @@
 //! The `conformance!` macro: behaviour written once as `async fn NAME(h:
 //! Harness)` and instantiated on every backend, as `redis::NAME` (a real
-//! `redis-server` of the test's own), `valkey::NAME` (the same on a
-//! `valkey-server` 9.1), `sentinel::NAME` (the primary of the shared Sentinel
-//! topology), `cluster::NAME` (the shared Redis Cluster) and `memory::NAME`
+//! `redis-server` 7.0 of the test's own), `valkey::NAME` (the same on a
+//! `valkey-server` 9.1), `redis8::NAME` (on a `redis-server` 8.6),
+//! `sentinel::NAME` (the primary of the shared Sentinel topology),
+//! `cluster::NAME` (the shared Redis Cluster) and `memory::NAME`
 //! (`LockManager::in_memory()`); see [`Harness`](super::Harness).
 //! `redis_acl::NAME` and `cluster_acl::NAME` run it again on one server and
 //! on the shared cluster as a user granted only the README's least-privilege
 //! ACL (see `acl`).
 //!
-//! Invoke it in the test file that defines the behaviours, next to them:
+//! `on_every_engine!` instantiates `async fn NAME(engine: Engine)` once per
+//! server program, and `tests_on!` is the one module of tests both are made
+//! of.
+//!
+//! Invoke them in the test file that defines the behaviours, next to them:
 //! `support::conformance!(first_behaviour, second_behaviour);`.
 
+/// A module `MODULE` of one multi-threaded tokio test per `NAME`, each
+/// running `super::NAME(ARGUMENT).await`: `tests_on!(MODULE, ARGUMENT,
+/// [NAME, ...])`. The argument is evaluated inside each test (it may
+/// `.await`).
+#[allow(unused_macros)]
+macro_rules! tests_on {
+    ($module:ident, $argument:expr, [$($name:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($argument).await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use tests_on;
+
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
-/// `valkey::NAME`, `sentinel::NAME`, `cluster::NAME` and `memory::NAME`, and as the
-/// least-privilege user, as `redis_acl::NAME` and `cluster_acl::NAME`. Each `NAME` must be
-/// an `async fn NAME(h: Harness)` in the module that invokes the macro.
+/// `valkey::NAME`, `redis8::NAME`, `sentinel::NAME`, `cluster::NAME` and
+/// `memory::NAME`, and as the least-privilege user, as `redis_acl::NAME`
+/// and `cluster_acl::NAME`. Each `NAME` must be an `async fn NAME(h:
+/// Harness)` in the module that invokes the macro.
 // `metrics.rs`, which includes `support` too, does not use it.
 #[allow(unused_macros)]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::redis().await).await;
-                }
-            )*
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::valkey().await).await;
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::sentinel().await).await;
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::cluster().await).await;
-                }
-            )*
-        }
-        mod redis_acl {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::redis_acl().await).await;
-                }
-            )*
-        }
-        mod cluster_acl {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::cluster_acl().await).await;
-                }
-            )*
-        }
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name($crate::support::Harness::memory()).await;
-                }
-            )*
-        }
+        $crate::support::tests_on!(
+            redis,
+            $crate::support::Harness::redis().await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            valkey,
+            $crate::support::Harness::on_engine(leasehold_testkit::Engine::Valkey).await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            redis8,
+            $crate::support::Harness::on_engine(leasehold_testkit::Engine::Redis8).await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            sentinel,
+            $crate::support::Harness::sentinel().await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            cluster,
+            $crate::support::Harness::cluster().await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            redis_acl,
+            $crate::support::Harness::redis_acl().await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(
+            cluster_acl,
+            $crate::support::Harness::cluster_acl().await,
+            [$($name),*]
+        );
+        $crate::support::tests_on!(memory, $crate::support::Harness::memory(), [$($name),*]);
     };
 }
-
 pub(crate) use conformance;
 
 /// Instantiates each `async fn NAME(engine: Engine)` of the invoking module
-/// twice, as `redis::NAME` on Redis 7.0 and `valkey::NAME` on Valkey 9.1:
-/// for behaviour the two servers reach by different commands (scripts on
-/// Redis 7.0, `DELIFEQ` and `SET … IFEQ` on Valkey) that needs a server of
+/// once per server program, as `redis::NAME` on Redis 7.0, `valkey::NAME`
+/// on Valkey 9.1 and `redis8::NAME` on Redis 8.6: for behaviour the servers
+/// reach by different commands (scripts on Redis 7.0, `DELIFEQ` on Valkey,
+/// `DELEX … IFEQ` on Redis 8, `SET … IFEQ` on both) that needs a server of
 /// its own per test rather than a [`Harness`](super::Harness).
 #[allow(unused_macros)]
-macro_rules! on_both_engines {
+macro_rules! on_every_engine {
     ($($name:ident),+ $(,)?) => {
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(leasehold_testkit::Engine::Redis).await;
-                }
-            )+
-        }
-        mod valkey {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(leasehold_testkit::Engine::Valkey).await;
-                }
-            )+
-        }
+        $crate::support::tests_on!(redis, leasehold_testkit::Engine::Redis, [$($name),+]);
+        $crate::support::tests_on!(valkey, leasehold_testkit::Engine::Valkey, [$($name),+]);
+        $crate::support::tests_on!(redis8, leasehold_testkit::Engine::Redis8, [$($name),+]);
     };
 }
-pub(crate) use on_both_engines;
+pub(crate) use on_every_engine;

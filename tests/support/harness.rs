@@ -1,7 +1,7 @@
 //! Lock managers for the tests: a [`Harness`] of two managers on one backend
-//! (one server of Redis or Valkey, a Sentinel-managed primary, a Redis
-//! Cluster, or memory), and
-//! connecting to one server or to Redlock nodes.
+//! (one server of Redis 7.0, Valkey 9.1 or Redis 8.6, a Sentinel-managed
+//! primary, a Redis Cluster, or memory), and connecting to one server or to
+//! Redlock nodes.
 
 use std::any::Any;
 use std::future::Future;
@@ -48,11 +48,11 @@ impl Harness {
         Harness::on_server(RedisServer::start()).await
     }
 
-    /// As [`redis`](Self::redis), on a fresh `valkey-server` 9.1 (see
-    /// [`Engine::Valkey`]: without `LEASEHOLD_VALKEY_SERVER` it panics with
-    /// what to run).
-    pub async fn valkey() -> Harness {
-        Harness::on_server(RedisServer::builder().engine(Engine::Valkey).start()).await
+    /// As [`redis`](Self::redis), on a fresh server of `engine` (a
+    /// `valkey-server` 9.1 or a `redis-server` 8.6 needs its variable, see
+    /// [`Engine`]: without it this panics with what to run).
+    pub async fn on_engine(engine: Engine) -> Harness {
+        Harness::on_server(RedisServer::builder().engine(engine).start()).await
     }
 
     /// As [`redis`](Self::redis), both managers logged in as a user granted

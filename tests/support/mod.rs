@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | [`acl`] | the least-privilege ACL of a service; servers, cluster users and managers under it |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
-//! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend; `on_both_engines!`: on Redis and Valkey |
+//! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend; `on_every_engine!`: on Redis 7.0, Valkey 9.1 and Redis 8.6; `tests_on!`: one module of them |
 //! | [`every_kind`] | a holder and a waiter of every kind, for failover tests |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
 //! | [`options`] | the lock options tests use again and again |
@@ -53,7 +53,7 @@ pub use acl::*;
 pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
-pub(crate) use conformance::{conformance, on_both_engines};
+pub(crate) use conformance::{conformance, on_every_engine, tests_on};
 pub use every_kind::*;
 pub use faults::*;
 pub use fencing::*;

@@ -26,7 +26,7 @@ pub async fn acquire_after_restart(
     for _ in 0..max_attempts {
         match timeout(NO_HANG, manager.try_acquire(key, options.clone())).await {
             Ok(Ok(Some(guard))) => return guard,
-            Ok(Ok(None) | Err(LockError::Connection(_))) => {}
+            Ok(Ok(None) | Err(LockError::Connection { .. })) => {}
             Ok(Err(other)) => panic!("acquire of `{key}` after the restart failed: {other}"),
             Err(_) => panic!("acquire of `{key}` after the restart hung for {NO_HANG:?}"),
         }

@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 
 use crate::body::LockBody;
 use crate::error::KeyError;
+use leasehold_runtime::LockError;
 
 /// What a busy lock answers over HTTP (gRPC answers `ABORTED` either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,14 +31,12 @@ pub enum OnBusy {
 pub(crate) enum Refusal {
     /// The request names no lock key.
     BadKey(KeyError),
-    /// Someone else holds the lock; how long their lease has left, if known.
-    Busy(Option<Duration>),
-    /// The lock server could not be reached or failed.
-    Unavailable,
-    /// The lease was lost while the handler ran: it was cancelled.
-    LeaseLost,
-    /// The layer's options or the manager cannot lock at all.
-    Misconfigured,
+    /// The lock call failed with `error`; for a busy lock, `retry_after` is
+    /// how long the holder's lease has left, if known.
+    Failed {
+        error: LockError,
+        retry_after: Option<Duration>,
+    },
 }
 
 /// How refusals are answered: HTTP statuses, or gRPC statuses.
@@ -47,48 +46,31 @@ pub(crate) struct Answers {
     pub(crate) grpc: bool,
 }
 
-/// gRPC status codes the layer answers with.
-const INVALID_ARGUMENT: u16 = 3;
-const ABORTED: u16 = 10;
-const INTERNAL: u16 = 13;
-const UNAVAILABLE: u16 = 14;
-
 impl Answers {
     /// Whether a busy answer carries the holder's remaining lease.
     pub(crate) fn tells_retry_after(&self) -> bool {
         !self.grpc && self.on_busy == OnBusy::TooManyRequests
     }
 
-    /// The response that tells the client why its request did not run.
+    /// The response that tells the client why its request did not run: the
+    /// status and gRPC code of [`LockError`]'s one table
+    /// ([`LockError::http_status`], [`LockError::grpc_code`]), with 429 in
+    /// place of 409 when configured so.
     pub(crate) fn respond<B>(&self, refusal: Refusal) -> Response<LockBody<B>> {
-        let (status, code, message) = match &refusal {
-            Refusal::BadKey(missing) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT, missing.to_string()),
-            Refusal::Busy(_) => (
-                match self.on_busy {
-                    OnBusy::Conflict => StatusCode::CONFLICT,
-                    OnBusy::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
-                },
-                ABORTED,
-                "another request holds the lock on this resource; retry later".to_owned(),
-            ),
-            Refusal::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                UNAVAILABLE,
-                "the lock service is unavailable; retry later".to_owned(),
-            ),
-            Refusal::LeaseLost => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                UNAVAILABLE,
-                "the lock on this resource was lost before the response was complete, so the request was cancelled and may have been partly processed; retry it".to_owned(),
-            ),
-            Refusal::Misconfigured => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                INTERNAL,
-                "the request could not be locked; the server's log says why".to_owned(),
-            ),
+        let (error, retry_after) = match refusal {
+            // The same row as an empty key refused by the runtime.
+            Refusal::BadKey(missing) => (LockError::InvalidOptions(missing.to_string()), None),
+            Refusal::Failed { error, retry_after } => (error, retry_after),
         };
+        let busy = matches!(error, LockError::Busy { .. } | LockError::Timeout { .. });
+        let status = match (busy, self.on_busy) {
+            (true, OnBusy::TooManyRequests) => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::from_u16(error.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        };
+        let message = message_for(&error, status);
         if self.grpc {
-            return grpc_status(code, &message);
+            return grpc_status(error.grpc_code(), &message);
         }
         let mut response = Response::new(LockBody::answer(Bytes::from(message)));
         *response.status_mut() = status;
@@ -97,13 +79,29 @@ impl Answers {
             CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        if let (Refusal::Busy(remaining), true) = (refusal, self.tells_retry_after()) {
+        if busy && self.tells_retry_after() {
             headers.insert(
                 RETRY_AFTER,
-                HeaderValue::from(retry_after_seconds(remaining)),
+                HeaderValue::from(retry_after_seconds(retry_after)),
             );
         }
         response
+    }
+}
+
+/// What the client is told for `error`, answered with `status`: nothing of
+/// the server's internals (they go to the log).
+fn message_for(error: &LockError, status: StatusCode) -> String {
+    match error {
+        LockError::Busy { .. } | LockError::Timeout { .. } => {
+            "another request holds the lock on this resource; retry later".to_owned()
+        }
+        LockError::LeaseLost { .. } => "the lock on this resource was lost before the response was complete, so the request was cancelled and may have been partly processed; retry it".to_owned(),
+        LockError::InvalidOptions(reason) => reason.clone(),
+        _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+            "the lock service is unavailable; retry later".to_owned()
+        }
+        _ => "the request could not be locked; the server's log says why".to_owned(),
     }
 }
 
@@ -119,7 +117,7 @@ fn retry_after_seconds(remaining: Option<Duration>) -> u64 {
 /// A gRPC "trailers-only" response: HTTP 200, `grpc-status` and the
 /// percent-encoded `grpc-message` in the headers, no body; what tonic's
 /// `Status::aborted` and the like put on the wire.
-fn grpc_status<B>(code: u16, message: &str) -> Response<LockBody<B>> {
+fn grpc_status<B>(code: i32, message: &str) -> Response<LockBody<B>> {
     let mut response = Response::new(LockBody::answer(Bytes::new()));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));

@@ -156,33 +156,34 @@ async fn refuse<M: Borrow<LockManager>, B, Body>(
     target: &Target,
     refused: LockError,
 ) -> Response<LockBody<Body>> {
-    let refusal = match refused {
-        LockError::Busy { remaining, .. } => Refusal::Busy(remaining),
-        LockError::Timeout { key, .. } => Refusal::Busy(if config.answers.tells_retry_after() {
-            target.remaining(config.manager.borrow(), &key).await
-        } else {
-            None
-        }),
-        LockError::LeaseLost { key } => {
-            tracing::warn!(
-                key,
-                ?target,
-                "lease lost while the request ran: its handler was cancelled, answering 503"
-            );
-            Refusal::LeaseLost
+    let retry_after = match &refused {
+        LockError::Busy { remaining, .. } => *remaining,
+        LockError::Timeout { key, .. } if config.answers.tells_retry_after() => {
+            target.remaining(config.manager.borrow(), key).await
         }
-        refused @ (LockError::Connection(_)
-        | LockError::Tls(_)
-        | LockError::Server(_)
-        | LockError::NotReplicated { .. }
-        | LockError::ShutDown) => {
-            tracing::warn!(error = %refused, ?target, "could not lock the request, answering 503");
-            Refusal::Unavailable
-        }
-        refused => {
-            tracing::error!(error = %refused, ?target, "the lock layer cannot lock this request, answering 500");
-            Refusal::Misconfigured
-        }
+        _ => None,
+    };
+    let status = refused.http_status();
+    match &refused {
+        LockError::Busy { .. } | LockError::Timeout { .. } => {}
+        LockError::LeaseLost { .. } => tracing::warn!(
+            %target,
+            "lease lost while the request ran: its handler was cancelled, answering {status}"
+        ),
+        _ if status == 503 => tracing::warn!(
+            error = %refused,
+            %target,
+            "could not lock the request, answering {status}"
+        ),
+        _ => tracing::error!(
+            error = %refused,
+            %target,
+            "the lock layer cannot lock this request, answering {status}"
+        ),
+    }
+    let refusal = Refusal::Failed {
+        error: refused,
+        retry_after,
     };
     config.answers.respond(refusal)
 }

@@ -108,6 +108,18 @@ impl Target {
     }
 }
 
+/// What a log line names: the kind of lock and its keys, as the user wrote
+/// them (`lock order:42`, `locks a, b`, `permit of jobs (3 permits)`).
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Lock(key) => write!(f, "lock {key}"),
+            Target::Locks(keys) => write!(f, "locks {}", keys.join(", ")),
+            Target::Permit(key, permits) => write!(f, "permit of {key} ({permits} permits)"),
+        }
+    }
+}
+
 impl<B> std::fmt::Debug for Keys<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -36,8 +36,9 @@ fn assert_no_password(what: &str, run: &Run) {
 }
 
 /// Every subcommand that connects, as arguments after the target.
-const SUBCOMMANDS: [&[&str]; 5] = [
+const SUBCOMMANDS: [&[&str]; 6] = [
     &["ls"],
+    &["doctor", "--json"],
     &["ls", "--json"],
     &["show", "k", "--json"],
     &["release", "k", "--force", "--yes", "--json"],
@@ -101,9 +102,9 @@ async fn password_from_a_file_or_the_environment_and_never_shown() {
         .command(&["CONFIG", "SET", "requirepass", PASSWORD])
         .expect("CONFIG SET requirepass");
     let url = format!("redis://{}", server.addr());
-    // Without a password the server answers NOAUTH.
+    // Without a password the server answers NOAUTH, found at connect.
     let noauth = dlock_with_env(&["ls"], &[("REDIS_URL", &url)], "").await;
-    noauth.expect_code(1);
+    noauth.expect_code(5);
     assert!(noauth.stderr.contains("NOAUTH"), "{noauth:#?}");
 
     let from_env = dlock_with_env(

@@ -16,7 +16,9 @@
 //!   place in the key's queue, which one keeper per key and process
 //!   refreshes for all its waiters at once ([`places`]); a release that
 //!   hands the lock to this waiter counts its lease from one of those
-//!   refreshes, or is confirmed with one more step. A reader's or writer's
+//!   refreshes when enough of it is left on arrival, or is confirmed with
+//!   one more step (one round trip, whatever the server's script cache
+//!   holds); no grant becomes a guard already lost. A reader's or writer's
 //!   place (a writer's intent, a reader's mark that readers wait) is
 //!   refreshed by its own attempts, at least every [`PLACE_REFRESH`].
 //! - **Deadline.** The wait ends at `wait` after the first attempt; past it,
@@ -58,6 +60,7 @@ use crate::lease::{scope, Lease};
 use crate::options::MinReplicas;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
+use crate::validity::validity;
 use crate::{LockError, LockManager, LockOptions};
 use pending::PendingAcquire;
 use places::{PLACE_KEPT, PLACE_REFRESH};
@@ -67,9 +70,11 @@ use places::{PLACE_KEPT, PLACE_REFRESH};
 /// the message may have been missed).
 const QUEUE_BEHIND_FALLBACK: Duration = Duration::from_millis(50);
 
-/// Shortest lease a waiter holds as granted, without confirming it: less
-/// would be gone, or nearly so, before its first renewal could extend it.
-const SHORTEST_GRANT_HELD: Duration = Duration::from_millis(50);
+/// Least validity a grant taken as it comes must have left when its
+/// message arrives, beyond the longest round trip the waiter has seen: its
+/// first renewal, due at once or soon, must be answered within it. With
+/// less, the waiter confirms instead, which gives it its full ttl from then.
+const SHORTEST_GRANT_LEFT: Duration = Duration::from_millis(50);
 
 /// Longest pause of a waiter between two attempts, whatever TTL the holder
 /// reports (any client may have set a key with a huge TTL).
@@ -124,6 +129,16 @@ pub(crate) enum Ask {
 }
 
 impl Ask {
+    /// The kind's name in log lines: `lock`, `permit`, `read` or `write`.
+    fn name(self) -> &'static str {
+        match self {
+            Ask::Lock => "lock",
+            Ask::Permit { .. } => "permit",
+            Ask::Read => "read",
+            Ask::Write => "write",
+        }
+    }
+
     /// The names the lease of `user`'s lock of this kind lives under.
     fn key(self, manager: &LockManager, user: &str) -> LockKey {
         let keys = manager.key_space();
@@ -219,7 +234,7 @@ impl Ask {
             );
             return Err(LockError::LeaseLost { key });
         }
-        tracing::debug!(key, ask = ?self, "re-entered by its own scope");
+        tracing::debug!(key, kind = self.name(), "re-entered by its own scope");
         Ok(LockGuard::reentered(lease))
     }
 }
@@ -310,7 +325,7 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
     let body = Box::pin(body);
     async move {
         let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-            tracing::info!(key = user, ?ask, "held elsewhere: skipped");
+            tracing::info!(key = user, kind = ask.name(), "held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, options.on_lost, body).await.map(Some)
@@ -376,6 +391,7 @@ async fn run(
         placed: None,
         renews: options.renew,
         refreshes: [None; REFRESHES_KEPT],
+        longest_trip: Duration::ZERO,
     };
     let started = Instant::now();
     // A writer's intent (which holds new readers back) and a reader's mark
@@ -427,7 +443,7 @@ async fn run(
                     .and_then(|state| state.remaining),
                 known => known,
             };
-            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, "busy");
+            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, "busy");
             return Err(busy(user, remaining));
         }
         Outcome::Busy { remaining } => {
@@ -435,7 +451,7 @@ async fn run(
                 request.hold_place();
             }
             let queue_behind = behind_local_waiters && !hands_off;
-            tracing::debug!(key = user, ?ask, holder_remaining = ?remaining, queue_behind, "waiting");
+            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, queue_behind, "waiting");
             // Boxed: the wait's state is most of the engine's, and an
             // acquisition that finds the key free should not carry it.
             Box::pin(request.wait(started, wait, queue_behind)).await?
@@ -447,7 +463,7 @@ async fn run(
     // to release or lose its lease, then asks the server again.
     let (taken, seat) = loop {
         let Some(granted) = taken else {
-            tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "gave up waiting");
+            tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
             return Ok(None);
         };
         let ends = match manager.seats().take(key.lock(), ask.share()) {
@@ -456,7 +472,7 @@ async fn run(
         };
         fence = None;
         drop(request.start_over());
-        tracing::warn!(key = user, ?ask, "granted while another task of this manager holds it (a failover or a restart lost that holder's grant): given back, waiting for that holder to release or lose its lease");
+        tracing::warn!(key = user, kind = ask.name(), "granted while another task of this manager holds it (a failover or a restart lost that holder's grant): given back, waiting for that holder to release or lose its lease");
         if wait.is_zero() {
             let remaining = ends.map(|ends| ends.saturating_duration_since(Instant::now()));
             return Err(busy(user, remaining));
@@ -471,7 +487,7 @@ async fn run(
         }
         taken = Box::pin(request.wait(started, wait, false)).await?;
     };
-    tracing::debug!(key = user, ?ask, waited = ?started.elapsed(), "acquired");
+    tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "acquired");
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
@@ -515,6 +531,9 @@ struct Request<'a> {
     renews: bool,
     /// The last place refreshes' numbers and send times, newest last.
     refreshes: [Option<(u64, Instant)>; REFRESHES_KEPT],
+    /// The longest round trip of this acquisition's answered attempts: what
+    /// a renewal of a grant taken as it comes is expected to need.
+    longest_trip: Duration,
 }
 
 impl<'a> Request<'a> {
@@ -531,7 +550,11 @@ impl<'a> Request<'a> {
     /// is not zero, numbered `seq` for a grant to name), undone if the
     /// caller goes away while it is in flight; returns its outcome and when
     /// it was sent.
-    async fn attempt(&self, place: Duration, seq: u64) -> Result<(Outcome, Instant), LockError> {
+    async fn attempt(
+        &mut self,
+        place: Duration,
+        seq: u64,
+    ) -> Result<(Outcome, Instant), LockError> {
         let (backend, claim) = (self.backend, self.claim());
         let pending = PendingAcquire::new(backend, self.key, &self.token);
         let sent = Instant::now();
@@ -551,7 +574,9 @@ impl<'a> Request<'a> {
             Ask::Read | Ask::Write => backend.try_rw(claim, place).await.map(Outcome::from),
         };
         pending.settled();
-        Ok((outcome?, sent))
+        let outcome = outcome?;
+        self.longest_trip = self.longest_trip.max(sent.elapsed());
+        Ok((outcome, sent))
     }
 
     /// The first attempt of a fenced lock, which also issues the lock's
@@ -714,8 +739,15 @@ impl<'a> Request<'a> {
     /// of this waiter's attempts or one of its key's keeper's refreshes
     /// (`ticket` remembers those). `None` when the grant must be confirmed:
     /// the refresh is not remembered, the lease is not renewed (its first
-    /// renewal is what extends the short grant to the ttl), too little of
-    /// it is left to be worth holding, or replicas must acknowledge it.
+    /// renewal is what extends the short grant to the ttl), replicas must
+    /// acknowledge it, or too little of it is left now to be worth holding:
+    /// its validity, counted from that refresh's send time, must outlast
+    /// the longest round trip this waiter has seen by
+    /// [`SHORTEST_GRANT_LEFT`]. The message may come late (a slow link, a
+    /// release just before the next refresh, a runtime that did not run
+    /// the waiter for a while); a guard made of such a grant would be lost
+    /// when returned, or before its first renewal could be answered, while
+    /// the server still keeps the lock for it.
     fn taken_as_granted(&self, grant: Grant, ticket: Option<&WaitTicket>) -> Option<Taken> {
         let ttl = Duration::from_millis(self.ttl_ms);
         let (seq, lease) = match grant {
@@ -723,7 +755,7 @@ impl<'a> Request<'a> {
             Grant::FromRefresh { seq } => (seq, self.place.min(ttl)),
             Grant::HeldAtRefresh { seq, left } => (seq, left.min(ttl)),
         };
-        if self.replicas.is_some() || !self.renews || lease < SHORTEST_GRANT_HELD {
+        if self.replicas.is_some() || !self.renews {
             return None;
         }
         let own = self
@@ -733,6 +765,11 @@ impl<'a> Request<'a> {
             .find(|&&(sent_seq, _)| sent_seq == seq)
             .map(|&(_, sent)| sent);
         let sent = own.or_else(|| ticket?.refresh_sent(seq))?;
+        let left = (sent + validity(lease)).saturating_duration_since(Instant::now());
+        if left < self.longest_trip + SHORTEST_GRANT_LEFT {
+            tracing::debug!(key = self.key.user(), ?left, longest_trip = ?self.longest_trip, "grant came with too little left to hold as it came; confirming it");
+            return None;
+        }
         Some(Taken {
             sent,
             first_lease: Some(lease),
@@ -752,7 +789,7 @@ impl<'a> Request<'a> {
         deadline: Option<Instant>,
         ticket: Option<&mut WaitTicket>,
     ) -> Result<Instant, LockError> {
-        let LockError::Connection(reason) = &err else {
+        let LockError::Connection { detail: reason, .. } = &err else {
             return Err(err);
         };
         let now = Instant::now();
@@ -859,18 +896,20 @@ impl<'a> Request<'a> {
     /// Confirms a lock that a release handed to this waiter, by extending it
     /// to the waiter's own ttl (`renew.lua` accepts the waiters' mark, and
     /// touches the lock's key alone, as a script must during a Cluster slot
-    /// migration): returns when the confirmation was sent (the lease counts
-    /// from then), or `None` when the grant had already run out. A
-    /// replicated request confirms with a replicated attempt (`acquire.lua`
-    /// sees the lock is ours and extends it, then `WAIT`), so the lock it
-    /// keeps has reached its replicas like any other it takes.
-    async fn confirm_grant(&self) -> Result<Option<Instant>, LockError> {
+    /// migration), in one round trip also on a server that has not seen the
+    /// script yet ([`Backend::confirm`]): returns when the confirmation was
+    /// sent (the lease counts from then), or `None` when the grant had
+    /// already run out. A replicated request confirms with a replicated
+    /// attempt (`acquire.lua` sees the lock is ours and extends it, then
+    /// `WAIT`), so the lock it keeps has reached its replicas like any other
+    /// it takes.
+    async fn confirm_grant(&mut self) -> Result<Option<Instant>, LockError> {
         if self.replicas.is_some() {
             let (outcome, sent) = self.attempt(self.place, 0).await?;
             return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
         }
         let sent = Instant::now();
-        let confirmed = self.backend.renew(self.claim()).await?;
+        let confirmed = self.backend.confirm(self.claim()).await?;
         Ok(confirmed.then_some(sent))
     }
 }

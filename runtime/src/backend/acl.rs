@@ -2,6 +2,8 @@
 //! `ERR` a script gets for a command its user may not run) becomes
 //! [`LockError::PermissionDenied`] naming the rule to add to the user.
 
+use std::sync::Arc;
+
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use crate::LockError;
@@ -24,6 +26,7 @@ pub(super) fn permission_denied(err: &RedisError) -> Option<LockError> {
     Some(LockError::PermissionDenied {
         detail: detail.to_owned(),
         rule: rule_for(detail),
+        source: Some(Arc::new(err.clone())),
     })
 }
 

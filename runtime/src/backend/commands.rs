@@ -183,6 +183,30 @@ pub(super) async fn renew(
     Ok(renewed == 1)
 }
 
+/// Runs `renew.lua` for a waiter that confirms a lock handed to it, in one
+/// round trip whatever the server's script cache holds: `SCRIPT LOAD`
+/// (which changes nothing when the script is known) pipelined before the
+/// `EVALSHA`. A server that has not seen the script (first use, a restart,
+/// a failover, `SCRIPT FLUSH`) would otherwise answer `NOSCRIPT` first,
+/// and the confirmation would take several round trips, which on a slow
+/// link outlast the grant window (see `release.lua`): the grant would lapse
+/// and the lock sit idle until then. Whether the claim's lease was extended.
+pub(super) async fn confirm(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+) -> Result<bool, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let mut invocation = scripts::RENEW.key(key.lock());
+    invocation.arg(token.as_str()).arg(ttl_ms);
+    let (renewed,): (i64,) = redis::pipe()
+        .load_script(&scripts::RENEW)
+        .ignore()
+        .invoke_script(&invocation)
+        .query_async(connection)
+        .await?;
+    Ok(renewed == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

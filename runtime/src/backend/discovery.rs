@@ -9,16 +9,19 @@
 //! user, password, database and scheme (`redis://` or `rediss://`) of the
 //! first URL are those of the primary.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, ErrorKind, RedisConnectionInfo,
-    RedisError, Value,
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, RedisConnectionInfo, RedisError,
+    Value,
 };
 
-use super::connection::RedisConfig;
+use super::connection::{auth_refusal, connect_error, describe, RedisConfig};
+use super::native::server_of;
 use super::tls::TlsConfig;
+use crate::check::{NodeReport, NodeRole};
 use crate::LockError;
 
 /// The credentials a Sentinel asks for (its `requirepass`, or an ACL user).
@@ -133,7 +136,7 @@ impl Sentinels {
         let limit = self.resolve_limit();
         match tokio::time::timeout(limit, self.find_primary()).await {
             Ok(found) => found,
-            Err(_) => Err(LockError::Connection(format!(
+            Err(_) => Err(LockError::connection(format!(
                 "no primary of service `{}` found through its Sentinels within {limit:?}",
                 self.service
             ))),
@@ -146,7 +149,7 @@ impl Sentinels {
         let mut named: Vec<((String, u16), usize)> = Vec::new();
         let mut failures = Vec::new();
         let mut unknown = 0;
-        let mut refused_credentials = false;
+        let mut refused_credentials = None;
         for (sentinel, answer) in self.sentinels.iter().zip(answers) {
             match answer {
                 Ok(Named::Primary(host, port)) => {
@@ -158,8 +161,10 @@ impl Sentinels {
                 }
                 Ok(Named::Unknown) => unknown += 1,
                 Err(err) => {
-                    refused_credentials |= is_refused_credentials(&err);
-                    failures.push(format!("{}: {err}", describe(sentinel)));
+                    failures.push(format!("{}: {}", address(sentinel), describe(&err)));
+                    if refused_credentials.is_none() && auth_refusal(&err).is_some() {
+                        refused_credentials = Some((address(sentinel), err));
+                    }
                 }
             }
         }
@@ -173,13 +178,18 @@ impl Sentinels {
             });
         }
         if named.is_empty() {
-            let hint = if refused_credentials {
-                "; the Sentinels ask for credentials: set them with LockManagerBuilder::sentinel_credentials (the URLs' own credentials are the primary's)"
-            } else {
-                ""
-            };
-            return Err(LockError::Connection(format!(
-                "no Sentinel of service `{}` answered ({}){hint}",
+            if let Some((sentinel, err)) = refused_credentials {
+                return Err(LockError::Auth {
+                    detail: format!(
+                        "Sentinel {sentinel} of service `{}` turned the connection down ({}): give the Sentinels' own credentials with LockManagerBuilder::sentinel_credentials (the URLs' credentials are the primary's)",
+                        self.service,
+                        describe(&err)
+                    ),
+                    source: Some(Arc::new(err)),
+                });
+            }
+            return Err(LockError::connection(format!(
+                "no Sentinel of service `{}` answered ({})",
                 self.service,
                 failures.join("; ")
             )));
@@ -190,10 +200,24 @@ impl Sentinels {
             match self.is_primary(&client).await {
                 Ok(true) => return Ok(Primary { addr, client }),
                 Ok(false) => failures.push(format!("{addr} is named but is not a primary (yet)")),
-                Err(err) => failures.push(format!("{addr} is named but unreachable: {err}")),
+                Err(err) => {
+                    if let Some(refused) = auth_refusal(&err) {
+                        return Err(LockError::Auth {
+                            detail: format!(
+                                "the primary {addr} of service `{}` {refused} (the primary gets the credentials of the first Sentinel URL)",
+                                self.service
+                            ),
+                            source: Some(Arc::new(err)),
+                        });
+                    }
+                    failures.push(format!(
+                        "{addr} is named but unreachable: {}",
+                        describe(&err)
+                    ));
+                }
             }
         }
-        Err(LockError::Connection(format!(
+        Err(LockError::connection(format!(
             "the Sentinels of service `{}` name no reachable primary ({}); a failover may be under way, retry",
             self.service,
             failures.join("; ")
@@ -211,6 +235,40 @@ impl Sentinels {
             .query_async(&mut connection)
             .await?;
         Ok(reply.map_or(Named::Unknown, |(host, port)| Named::Primary(host, port)))
+    }
+
+    /// One report per Sentinel: a `PING`'s round trip and the version its
+    /// `HELLO` gives, or why it failed; each within the time limits.
+    pub(crate) async fn reports(&self) -> Vec<NodeReport> {
+        join_all(self.sentinels.iter().map(|sentinel| async move {
+            let mut report = NodeReport::new(address(sentinel), NodeRole::Sentinel);
+            let asked = async {
+                let mut connection = sentinel
+                    .get_multiplexed_async_connection_with_config(&self.connection_config())
+                    .await?;
+                let started = Instant::now();
+                redis::cmd("PING")
+                    .query_async::<Value>(&mut connection)
+                    .await?;
+                let round_trip = started.elapsed();
+                let hello = redis::cmd("HELLO")
+                    .query_async::<Value>(&mut connection)
+                    .await
+                    .ok();
+                Ok::<_, RedisError>((round_trip, hello))
+            };
+            match asked.await {
+                Ok((round_trip, hello)) => {
+                    report.round_trip = Some(round_trip);
+                    report.server = hello
+                        .map(server_of)
+                        .map(|(server, version)| format!("{server} {version}"));
+                }
+                Err(err) => report.failure = Some(connect_error(err, &address(sentinel))),
+            }
+            report
+        }))
+        .await
     }
 
     /// Whether the node of `client` answers `ROLE` as a primary.
@@ -243,8 +301,9 @@ impl Sentinels {
         };
         let info = self.primary.clone().set_addr(addr);
         let named = info.addr().to_string();
-        Client::open(info).map_err(|err| {
-            LockError::Connection(format!("cannot address the named primary {named}: {err}"))
+        Client::open(info).map_err(|err| LockError::Connection {
+            detail: format!("cannot address the named primary {named}"),
+            source: Some(Arc::new(err)),
         })
     }
 
@@ -256,7 +315,7 @@ impl Sentinels {
 }
 
 /// `host:port` of a Sentinel, for error messages.
-fn describe(sentinel: &Client) -> String {
+fn address(sentinel: &Client) -> String {
     match sentinel.get_connection_info().addr() {
         ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
             format!("{host}:{port}")
@@ -281,13 +340,6 @@ fn sentinel_settings(credentials: Option<&SentinelCredentials>) -> RedisConnecti
             password,
         }) => plain.set_password(password),
     }
-}
-
-/// Whether a Sentinel turned the connection down for its credentials:
-/// missing (`NOAUTH`) or wrong (`WRONGPASS`).
-fn is_refused_credentials(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
 #[cfg(test)]

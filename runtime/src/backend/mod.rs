@@ -18,6 +18,7 @@ mod memory;
 mod native;
 mod notify;
 mod places;
+mod probe;
 mod redis;
 mod redlock;
 mod rwlock;
@@ -44,6 +45,7 @@ pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::CheckReport;
 use crate::keys::LockKey;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -208,6 +210,24 @@ impl Backend {
             memory => memory.renew(claim))
     }
 
+    /// Confirms a lock that a release handed to the claim's token (extends
+    /// it to the claim's ttl); `Ok(false)` if the grant had run out. On one
+    /// server (Redis, Sentinel's primary, a Cluster's) one round trip, also
+    /// when the server's script cache is empty; elsewhere (nothing else
+    /// hands a lock over) a renewal.
+    pub(crate) async fn confirm(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        match self {
+            Backend::Redis(server) => server.confirm(claim).await,
+            Backend::Sentinel(sentinel) => {
+                Box::pin(
+                    sentinel.on_primary(async |server: &RedisBackend| server.confirm(claim).await),
+                )
+                .await
+            }
+            Backend::Memory(_) | Backend::Redlock(_) => self.renew(claim).await,
+        }
+    }
+
     /// One attempt, as [`try_lock`](Self::try_lock), that also issues the
     /// fencing token of the lock it takes (see [`fence`](Self::fence)): the
     /// token only when granted and issued to this claim. On one server
@@ -258,6 +278,17 @@ impl Backend {
         dispatch!(self,
             server => server.fence(claim).await,
             memory => memory.fence(claim))
+    }
+
+    /// Checks the servers without taking a lock, using the names of `key`,
+    /// which no lock uses (see `probe`); in memory there is nothing to check.
+    pub(crate) async fn check(&self, key: &LockKey) -> Result<CheckReport, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.check(key, false).await,
+            Backend::Redlock(redlock) => redlock.check(key).await,
+            Backend::Sentinel(sentinel) => sentinel.check(key).await,
+            Backend::Memory(_) => Ok(CheckReport::new("in memory")),
+        }
     }
 
     /// Whether every name of one lock must share a hash slot (Redis Cluster).

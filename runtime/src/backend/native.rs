@@ -20,6 +20,7 @@ use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Value};
 
 use super::commands::set_command;
+use super::connection::describe;
 use super::Claim;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -66,24 +67,42 @@ impl Native {
     pub(crate) async fn probe(connection: &mut (impl ConnectionLike + Send)) -> Self {
         match redis::cmd("HELLO").query_async::<Value>(connection).await {
             Ok(hello) => {
-                let fields = fields(hello);
-                let field = |name: &str| {
-                    fields
-                        .iter()
-                        .find(|(key, _)| key == name)
-                        .map(|(_, value)| value.as_str())
-                };
-                Native::of(
-                    field("server").unwrap_or(""),
-                    field("version").unwrap_or(""),
-                )
+                let (server, version) = server_of(hello);
+                Native::of(&server, &version)
             }
             Err(err) => {
-                tracing::debug!(error = %err, "server version unknown; locks use the scripts");
+                tracing::debug!(error = %describe(&err), "server version unknown; locks use the scripts");
                 Native::default()
             }
         }
     }
+
+    /// The server's own commands these offer, as an operator reads them.
+    pub(crate) fn names(self) -> Vec<&'static str> {
+        let release = self.release.map(|release| match release {
+            NativeRelease::DelIfEq => "DELIFEQ",
+            NativeRelease::DelExIfEq => "DELEX IFEQ",
+        });
+        release
+            .into_iter()
+            .chain(self.renew.then_some("SET IFEQ"))
+            .collect()
+    }
+}
+
+/// The server's name and version in a `HELLO` reply (`redis`, `7.0.15`);
+/// empty where it does not say.
+pub(super) fn server_of(hello: Value) -> (String, String) {
+    let mut fields = fields(hello);
+    let mut take = |name: &str| {
+        fields
+            .iter()
+            .position(|(key, _)| key == name)
+            .map(|at| fields.swap_remove(at).1)
+            .unwrap_or_default()
+    };
+    let server = take("server");
+    (server, take("version"))
 }
 
 /// The text fields of a `HELLO` reply: a map in RESP3, a flat array of
@@ -166,6 +185,15 @@ impl NativeCommands {
         }
     }
 
+    /// What is in use now: what was offered, or nothing once refused.
+    pub(crate) fn in_use(&self) -> Native {
+        if self.refused.load(Ordering::Relaxed) {
+            Native::default()
+        } else {
+            self.offered
+        }
+    }
+
     /// The compare-and-delete to use, if any.
     pub(crate) fn release(&self) -> Option<NativeRelease> {
         self.offered
@@ -193,7 +221,7 @@ impl NativeCommands {
             Ok(false) => None,
             Err(err) if matches!(err.kind(), ErrorKind::Server(_)) => {
                 if !self.refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(error = %err, "the server refused a native lock command; using the scripts from now on (allow +delifeq on Valkey, +delex on Redis, in the ACL)");
+                    tracing::warn!(error = %describe(&err), "the server refused a native lock command; using the scripts from now on (allow +delifeq on Valkey, +delex on Redis, in the ACL)");
                 }
                 None
             }

@@ -46,7 +46,7 @@ use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
 use super::acl::permission_denied;
-use super::connection::{manager_config, ClusterSeeds, RedisConfig, Target};
+use super::connection::{describe, manager_config, ClusterSeeds, RedisConfig, Target};
 use crate::backend::wait_queue::{Grant, WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
@@ -213,7 +213,7 @@ impl Listener {
                 match Client::open(info.set_redis_settings(settings)) {
                     Ok(client) => Target::Server(Box::new(client)),
                     Err(err) => {
-                        tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out");
+                        tracing::warn!(error = %describe(&err), "no pub/sub connection; waiters will retry when the holder's TTL runs out");
                         return None;
                     }
                 }
@@ -243,7 +243,7 @@ impl Listener {
             return;
         };
         if let Err(err) = connection.ping().await {
-            tracing::warn!(error = %err, "no pub/sub connection yet; waiters retry when the holder's TTL runs out until it is established");
+            tracing::warn!(error = %describe(&err), "no pub/sub connection yet; waiters retry when the holder's TTL runs out until it is established");
             self.connection_failed(generation);
         }
     }
@@ -285,7 +285,7 @@ impl Listener {
                 let config = manager_config(self.config).set_push_sender(deliver);
                 ConnectionManager::new_lazy_with_config((**client).clone(), config)
                     .map(Subscriber::Server)
-                    .map_err(|err| tracing::warn!(error = %err, "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
+                    .map_err(|err| tracing::warn!(error = %describe(&err), "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
                     .ok()
             }
             Target::Cluster(seeds) => {
@@ -341,7 +341,7 @@ impl Listener {
                             tracing::warn!(channel, error = %denied, "subscribe refused; waiters fall back to the holder's TTL until it succeeds")
                         }
                         None => {
-                            tracing::debug!(channel, error = %err, "subscribe failed; waiters fall back to the holder's TTL until it succeeds")
+                            tracing::debug!(channel, error = %describe(&err), "subscribe failed; waiters fall back to the holder's TTL until it succeeds")
                         }
                     }
                     Outcome::Failed
@@ -353,7 +353,7 @@ impl Listener {
                 match connection.unsubscribe(channel).await {
                     Ok(()) => Outcome::Settled,
                     Err(err) => {
-                        tracing::debug!(channel, error = %err, "unsubscribe failed; the connection is replaced");
+                        tracing::debug!(channel, error = %describe(&err), "unsubscribe failed; the connection is replaced");
                         Outcome::Failed
                     }
                 }

@@ -20,19 +20,21 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, issue_fence, release, renew, try_set,
+    acquire, acquire_invocation, attempt_from_reply, confirm, issue_fence, release, renew, try_set,
     try_set_fenced,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
+use super::probe::{probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::{CheckReport, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -300,6 +302,16 @@ impl RedisBackend {
         .await
     }
 
+    /// Confirms a lock a release handed to the claim's token, extending it
+    /// to the claim's ttl, in one round trip also on a server whose script
+    /// cache is empty (see `commands::confirm`). Not native: the handed-over
+    /// lock's value carries the waiters' mark while others wait, which the
+    /// server's compare would refuse, costing a second trip.
+    pub(crate) async fn confirm(&self, claim: Claim<'_>) -> Result<bool, LockError> {
+        self.on_commands(async |commands, _| confirm(commands, claim).await)
+            .await
+    }
+
     pub(crate) async fn fence(&self, claim: Claim<'_>) -> Result<Option<u64>, LockError> {
         self.on_commands(async |commands, _| issue_fence(commands, claim).await)
             .await
@@ -317,7 +329,7 @@ impl RedisBackend {
         claim: Claim<'_>,
         err: LockError,
     ) -> LockError {
-        if !matches!(err, LockError::Connection(_)) {
+        if !matches!(err, LockError::Connection { .. }) {
             return err;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -424,6 +436,57 @@ impl RedisBackend {
         Ok(found)
     }
 
+    /// Checks every primary without taking a lock (see `probe`), using the
+    /// names of `key`, which no lock uses; `sentinel` when the server is a
+    /// Sentinel's primary (which needs `ROLE` too).
+    pub(crate) async fn check(
+        &self,
+        key: &LockKey,
+        sentinel: bool,
+    ) -> Result<CheckReport, LockError> {
+        match &self.commands {
+            Commands::Server(connection) => {
+                let mut report = CheckReport::new("one server");
+                let needs = Needs {
+                    key,
+                    cluster: false,
+                    sentinel,
+                    native: self.native.in_use(),
+                };
+                let Target::Server(client) = &self.target else {
+                    return Ok(report);
+                };
+                let address = client.get_connection_info().addr().to_string();
+                let mut via = Via::Server(connection.clone());
+                let probed =
+                    probe(&mut via, address, NodeRole::Primary, &needs, Some(client)).await;
+                settle(&mut report, probed, true)?;
+                Ok(report)
+            }
+            Commands::Cluster(link) => {
+                let connection = link.connection();
+                let mut report = CheckReport::new("Redis Cluster");
+                let needs = Needs {
+                    key,
+                    cluster: true,
+                    sentinel,
+                    native: Native::default(),
+                };
+                for (host, port) in cluster_primaries(connection.clone()).await? {
+                    let address = format!("{host}:{port}");
+                    let mut via = Via::ClusterNode {
+                        connection: connection.clone(),
+                        host,
+                        port,
+                    };
+                    let probed = probe(&mut via, address, NodeRole::Primary, &needs, None).await;
+                    settle(&mut report, probed, true)?;
+                }
+                Ok(report)
+            }
+        }
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.notifications.local_waiters(key.channel())
     }
@@ -487,8 +550,11 @@ async fn cluster_primaries(
         )
         .await
         .map_err(lock_error)?;
-    let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)
-        .map_err(|err| LockError::Server(format!("CLUSTER SLOTS: {err}")))?;
+    let ranges: Vec<Vec<Value>> =
+        redis::from_redis_value(reply).map_err(|err| LockError::Server {
+            detail: "the reply to CLUSTER SLOTS could not be read".to_owned(),
+            source: Some(std::sync::Arc::new(err)),
+        })?;
     let mut primaries: Vec<(String, u16)> = ranges
         .into_iter()
         .filter_map(|range| {
@@ -512,5 +578,5 @@ async fn cluster_primaries(
 
 /// A replicated acquisition that got no answer within `limit`.
 fn no_answer(limit: Duration) -> LockError {
-    LockError::Connection(format!("no answer to acquire + WAIT within {limit:?}"))
+    LockError::connection(format!("no answer to acquire + WAIT within {limit:?}"))
 }

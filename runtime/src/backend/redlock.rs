@@ -99,11 +99,14 @@ use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedSta
 use super::batch::{renew_each, Renewal};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
+use super::native::Native;
 use super::notify::Notifications;
+use super::probe::{probe, settle, Needs, Via};
 use super::scripts;
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::{CheckReport, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::token::OwnerToken;
 use crate::validity;
@@ -166,6 +169,50 @@ macro_rules! refused_steps {
 }
 
 impl RedlockBackend {
+    /// Checks every node at once without taking a lock (see `probe`), using
+    /// the names of `key`, which no lock uses. A node that fails stays in
+    /// the report while a quorum answers; fewer fail with `Connection`.
+    pub(crate) async fn check(&self, key: &LockKey) -> Result<CheckReport, LockError> {
+        let n = self.nodes.len();
+        let mut report = CheckReport::new(format!("Redlock over {n} nodes"));
+        let needs = Needs {
+            key,
+            cluster: false,
+            sentinel: false,
+            native: Native::default(),
+        };
+        let probes = futures_util::future::join_all(self.nodes.iter().map(|node| {
+            let mut via = Via::Server(node.commands.clone());
+            let needs = &needs;
+            async move {
+                probe(
+                    &mut via,
+                    node.url.clone(),
+                    NodeRole::RedlockNode,
+                    needs,
+                    None,
+                )
+                .await
+            }
+        }))
+        .await;
+        for probed in probes {
+            settle(&mut report, probed, false)?;
+        }
+        let answered = report
+            .nodes
+            .iter()
+            .filter(|node| node.failure.is_none())
+            .count();
+        if answered < self.quorum {
+            return Err(LockError::connection(format!(
+                "only {answered} of {n} Redlock nodes answered, a quorum needs {}",
+                self.quorum
+            )));
+        }
+        Ok(report)
+    }
+
     /// The refusal of every semaphore step (see the module's documentation).
     fn refuse_semaphore(key: &LockKey) -> LockError {
         LockError::InvalidOptions(format!(
@@ -226,11 +273,11 @@ impl RedlockBackend {
             .map(|client| Target::Server(Box::new(client.clone())))
             .collect();
         let (connected, notifications) = tokio::join!(
-            futures_util::future::join_all(
-                clients
-                    .iter()
-                    .map(|client| open_manager(client, manager_config(config)))
-            ),
+            futures_util::future::join_all(clients.iter().map(|client| open_manager(
+                client,
+                config,
+                manager_config(config)
+            ))),
             Notifications::open(&targets, config),
         );
         let mut nodes = Vec::with_capacity(n);
@@ -238,6 +285,7 @@ impl RedlockBackend {
         for ((url, client), connected) in urls.into_iter().zip(clients).zip(connected) {
             let commands = match connected {
                 Ok(commands) => commands,
+                Err(err @ LockError::Auth { .. }) => return Err(err),
                 Err(err) => {
                     unreachable.push(format!("{url}: {err}"));
                     ConnectionManager::new_lazy_with_config(client, manager_config(config))
@@ -247,7 +295,7 @@ impl RedlockBackend {
             nodes.push(Node { url, commands });
         }
         if n - unreachable.len() < quorum {
-            return Err(LockError::Connection(format!(
+            return Err(LockError::connection(format!(
                 "only {} of {n} Redlock nodes reachable, a quorum needs {quorum} ({})",
                 n - unreachable.len(),
                 unreachable.join("; ")
@@ -422,7 +470,7 @@ impl RedlockBackend {
             .write_fence(key, fence, ttl_ms, &holders, timeout)
             .await;
         if written < self.quorum {
-            return Err(LockError::Connection(format!(
+            return Err(LockError::connection(format!(
                 "the fencing token reached {written} of {n} Redlock nodes, a quorum needs {}",
                 self.quorum
             )));
@@ -672,7 +720,7 @@ impl RedlockBackend {
                 async move {
                     let reply = match tokio::time::timeout(timeout, reply).await {
                         Ok(reply) => reply.map_err(lock_error),
-                        Err(_) => Err(LockError::Connection(format!(
+                        Err(_) => Err(LockError::connection(format!(
                             "no answer within {timeout:?}"
                         ))),
                     };
@@ -689,19 +737,31 @@ impl RedlockBackend {
 
     /// The error for an operation that fewer than a quorum of nodes answered:
     /// `Connection` unless every failure was an error reply of a server.
+    ///
+    /// A node that refused the credentials (its password changed) makes it
+    /// `Auth`, naming that node: retrying will not help.
     fn unreachable(&self, what: &str, failed: Vec<(usize, LockError)>) -> LockError {
+        if let Some((index, LockError::Auth { detail, source })) = failed
+            .iter()
+            .find(|(_, err)| matches!(err, LockError::Auth { .. }))
+        {
+            return LockError::Auth {
+                detail: format!("Redlock node {}: {detail}", self.nodes[*index].url),
+                source: source.clone(),
+            };
+        }
         let connection = failed
             .iter()
-            .any(|(_, err)| matches!(err, LockError::Connection(_)));
+            .any(|(_, err)| matches!(err, LockError::Connection { .. }));
         let details: Vec<String> = failed
             .into_iter()
             .map(|(index, err)| format!("{}: {err}", self.nodes[index].url))
             .collect();
         let message = format!("{what} ({})", details.join("; "));
         if connection || details.is_empty() {
-            LockError::Connection(message)
+            LockError::connection(message)
         } else {
-            LockError::Server(message)
+            LockError::server(message)
         }
     }
 

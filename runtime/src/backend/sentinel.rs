@@ -36,6 +36,7 @@ use super::discovery::Sentinels;
 use super::switches::{self, Manager};
 use super::RedisBackend;
 use crate::backend::wait_queue::WaitTicket;
+use crate::check::CheckReport;
 use crate::keys::LockKey;
 use crate::LockError;
 
@@ -108,6 +109,22 @@ impl SentinelBackend {
         self.checked(&current, result)
     }
 
+    /// Checks the current primary as one server is checked (see `probe`),
+    /// then asks every Sentinel; a Sentinel that fails stays in the report.
+    pub(crate) async fn check(&self, key: &LockKey) -> Result<CheckReport, LockError> {
+        let current = self.shared.current();
+        let result = current.primary.check(key, true).await;
+        let mut report = self.checked(&current, result)?;
+        report.deployment = format!("Sentinel service `{}`", self.shared.sentinels.service());
+        for sentinel in self.shared.sentinels.reports().await {
+            if let Some(failure @ LockError::Auth { .. }) = &sentinel.failure {
+                return Err(failure.clone());
+            }
+            report.nodes.push(sentinel);
+        }
+        Ok(report)
+    }
+
     pub(crate) fn local_waiters(&self, key: &LockKey) -> usize {
         self.shared.current().primary.local_waiters(key)
     }
@@ -137,13 +154,16 @@ impl SentinelBackend {
             Err(err) => err,
         };
         let err = match err {
-            LockError::Connection(_) | LockError::NotReplicated { .. } => err,
-            LockError::Server(message) if is_not_primary(&message) => {
-                LockError::Connection(format!(
-                    "{} is no longer the primary of service `{}` ({message}); the manager is switching to the primary the Sentinels name, retry",
-                    current.addr,
-                    self.shared.sentinels.service()
-                ))
+            LockError::Connection { .. } | LockError::NotReplicated { .. } => err,
+            LockError::Server { detail, source } if is_not_primary(&detail) => {
+                LockError::Connection {
+                    detail: format!(
+                        "{} is no longer the primary of service `{}` ({detail}); the manager is switching to the primary the Sentinels name, retry",
+                        current.addr,
+                        self.shared.sentinels.service()
+                    ),
+                    source,
+                }
             }
             other => return Err(other),
         };

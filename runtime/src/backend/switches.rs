@@ -19,6 +19,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::Client;
 
+use super::connection::describe;
+
 /// The channel Sentinels announce a promoted replica on.
 const SWITCH_CHANNEL: &str = "+switch-master";
 /// How often a listening task with no message to handle checks that its
@@ -107,7 +109,7 @@ impl Listener {
         let pubsub = match tokio::time::timeout(answer_limit, subscribe).await {
             Ok(Ok(pubsub)) => pubsub,
             Ok(Err(err)) => {
-                tracing::debug!(error = %err, "cannot subscribe to a Sentinel's failover announcements; trying again");
+                tracing::debug!(error = %describe(&err), "cannot subscribe to a Sentinel's failover announcements; trying again");
                 return Manager::Alive;
             }
             Err(_) => return Manager::Alive,

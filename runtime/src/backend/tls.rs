@@ -40,7 +40,7 @@ impl TlsConfig {
             // provider is installed for it and no root certificate can be given.
             return Err(invalid(NOT_COMPILED_IN.to_owned()));
         }
-        let client = Client::open(url).map_err(|err| invalid(err.to_string()))?;
+        let client = Client::open(url).map_err(|err| invalid(url_problem(&err)))?;
         #[cfg(feature = "tls")]
         let client = self.secure(client)?;
         Ok(client)
@@ -82,7 +82,7 @@ impl TlsConfig {
         };
         #[cfg(feature = "tls")]
         let builder = self.secure_cluster(builder, urls);
-        builder.build().map_err(|err| invalid(err.to_string()))
+        builder.build().map_err(|err| invalid(url_problem(&err)))
     }
 
     /// Gives TLS cluster seeds the configured root certificates.
@@ -124,7 +124,21 @@ impl TlsConfig {
             root_cert: Some(root_cert),
         };
         Client::build_with_tls(client.get_connection_info().clone(), certificates)
-            .map_err(|err| LockError::InvalidOptions(format!("TLS root certificate: {err}")))
+            .map_err(|err| {
+                LockError::InvalidOptions(format!(
+                    "the TLS root certificate cannot be used ({}); give one or more PEM CERTIFICATE blocks",
+                    err.detail().unwrap_or("not a PEM certificate")
+                ))
+            })
+    }
+}
+
+/// Why the client library refused a URL, in our words (its own detail,
+/// where it gave one, never its type names).
+fn url_problem(err: &redis::RedisError) -> String {
+    match err.detail() {
+        Some(detail) => format!("it does not parse: {detail}"),
+        None => "it does not parse".to_owned(),
     }
 }
 

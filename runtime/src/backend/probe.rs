@@ -1,0 +1,344 @@
+//! Checking one Redis node without taking a lock (`LockManager::check`): a
+//! `PING`'s round trip, `HELLO`'s server and version, every command, key
+//! pattern and channel pattern the locks need tried in a form that changes
+//! nothing (so an ACL refusal shows now, not at the first lock), and the
+//! settings `INFO` shows that weaken the lock's guarantees.
+//!
+//! Redis checks a command's ACL (its keys and channels included) before it
+//! runs it, and before a cluster redirects it, so a harmless form of each
+//! command is refused exactly when the lock's own use of it would be: `SET …
+//! XX` and `ZADD … XX` on a key that does not exist, `EVALSHA` of a script
+//! the server does not know (`NOSCRIPT` when allowed), `WAIT 0 0`. The
+//! writes are `HSET` of a probe hash, deleted at once, and `SCRIPT LOAD` of
+//! a one-line script that returns 0; the probe keys have a random name in
+//! the manager's namespace, which no lock uses.
+
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Client, Cmd, RedisError, RedisResult, Value};
+
+use super::acl::permission_denied;
+use super::connection::lock_error;
+use super::native::{server_of, Native, NativeRelease};
+use crate::check::{CheckReport, NodeReport, NodeRole, Risk};
+use crate::keys::LockKey;
+use crate::LockError;
+
+/// A clock that moved this much more or less than ours during the check,
+/// beyond the check's round trips, is reported.
+const CLOCK_JUMP: Duration = Duration::from_millis(250);
+
+/// How a probe reaches its node.
+pub(super) enum Via {
+    /// The manager's connection to one server.
+    Server(ConnectionManager),
+    /// One node of a cluster, addressed through the cluster connection.
+    ClusterNode {
+        connection: ClusterConnection,
+        host: String,
+        port: u16,
+    },
+}
+
+impl Via {
+    async fn run(&mut self, command: &Cmd) -> RedisResult<Value> {
+        match self {
+            Via::Server(connection) => command.query_async(connection).await,
+            Via::ClusterNode {
+                connection,
+                host,
+                port,
+            } => {
+                let node = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                connection
+                    .route_command(command.clone(), RoutingInfo::SingleNode(node))
+                    .await
+            }
+        }
+    }
+}
+
+/// What the locks of a deployment need of each node.
+pub(super) struct Needs<'a> {
+    /// Names in the manager's namespace that no lock uses.
+    pub(super) key: &'a LockKey,
+    /// Sharded pub/sub and `CLUSTER SLOTS` (a cluster) instead of plain.
+    pub(super) cluster: bool,
+    /// `ROLE`, with which a Sentinel's primary is confirmed.
+    pub(super) sentinel: bool,
+    /// The native commands the locks use on this node.
+    pub(super) native: Native,
+}
+
+/// What one node's probe found.
+pub(super) struct Probed {
+    pub(super) node: NodeReport,
+    pub(super) risks: Vec<Risk>,
+    /// The ACL's refusals (`PermissionDenied`), one per missing rule.
+    pub(super) refused: Vec<LockError>,
+}
+
+/// Probes the node at `address` through `via`; with `subscriber`, a client
+/// for the same node, also tries the subscription waiters need.
+pub(super) async fn probe(
+    via: &mut Via,
+    address: String,
+    role: NodeRole,
+    needs: &Needs<'_>,
+    subscriber: Option<&Client>,
+) -> Probed {
+    let mut probed = Probed {
+        node: NodeReport::new(address, role),
+        risks: Vec::new(),
+        refused: Vec::new(),
+    };
+    let started = Instant::now();
+    if let Err(err) = via.run(&redis::cmd("PING")).await {
+        probed.node.failure = Some(lock_error(err));
+        return probed;
+    }
+    probed.node.round_trip = Some(started.elapsed());
+    let clock_before = (Instant::now(), server_time(via).await);
+    if let Ok(hello) = via.run(&redis::cmd("HELLO")).await {
+        let (server, version) = server_of(hello);
+        if !server.is_empty() {
+            probed.node.server = Some(format!("{server} {version}"));
+        }
+    }
+    probed.node.native = needs.native.names();
+    for command in commands(needs) {
+        if let Err(err) = via.run(&command).await {
+            refuse(&mut probed.refused, &err);
+        }
+    }
+    if let Some(client) = subscriber {
+        if let Err(err) = try_subscribe(client, needs.key.channel()).await {
+            refuse(&mut probed.refused, &err);
+        }
+    }
+    match via.run(&redis::cmd("INFO")).await {
+        Ok(info) => {
+            let text = redis::from_redis_value::<String>(info).unwrap_or_default();
+            probed.risks = risks_in(&probed.node.address, &text);
+        }
+        Err(err) if permission_denied(&err).is_some() => {
+            probed.risks.push(Risk::SettingsUnreadable {
+                node: probed.node.address.clone(),
+            });
+        }
+        Err(_) => {}
+    }
+    let clock_after = (Instant::now(), server_time(via).await);
+    if let (Some(before), Some(after)) = (clock_before.1, clock_after.1) {
+        let ours = clock_after.0.duration_since(clock_before.0);
+        let theirs_us = i128::from(after) - i128::from(before);
+        let drift_us = theirs_us - i128::try_from(ours.as_micros()).unwrap_or(i128::MAX);
+        let allowed = CLOCK_JUMP.saturating_add(probed.node.round_trip.unwrap_or_default() * 2);
+        if drift_us.unsigned_abs() > allowed.as_micros() {
+            probed.risks.push(Risk::ClockJump {
+                node: probed.node.address.clone(),
+                drift_ms: i64::try_from(drift_us / 1000).unwrap_or(i64::MAX),
+            });
+        }
+    }
+    probed
+}
+
+/// Adds what `probed` found to `report`. Fails with every ACL refusal in
+/// one `PermissionDenied` (each missing rule named), with a refused login
+/// (`Auth`), or with the failure of a `required` node (a primary); an
+/// optional node's other failure stays in the report.
+pub(super) fn settle(
+    report: &mut CheckReport,
+    probed: Probed,
+    required: bool,
+) -> Result<(), LockError> {
+    let Probed {
+        node,
+        risks,
+        refused,
+    } = probed;
+    if let Some(denied) = merged(refused) {
+        return Err(denied);
+    }
+    match &node.failure {
+        Some(failure @ LockError::Auth { .. }) => return Err(failure.clone()),
+        Some(failure) if required => return Err(failure.clone()),
+        _ => {}
+    }
+    report.nodes.push(node);
+    report.risks.extend(risks);
+    Ok(())
+}
+
+/// Several ACL refusals as one `PermissionDenied` that names every rule.
+fn merged(refused: Vec<LockError>) -> Option<LockError> {
+    let mut details = Vec::new();
+    let mut rules = Vec::new();
+    let mut first_source = None;
+    for denied in refused {
+        if let LockError::PermissionDenied {
+            detail,
+            rule,
+            source,
+        } = denied
+        {
+            details.push(detail);
+            rules.push(rule);
+            first_source = first_source.or(source);
+        }
+    }
+    (!rules.is_empty()).then(|| LockError::PermissionDenied {
+        detail: details.join("; "),
+        rule: rules.join(" and "),
+        source: first_source,
+    })
+}
+
+/// Adds `err`'s rule to `refused` when it is an ACL refusal of a rule not
+/// yet listed.
+fn refuse(refused: &mut Vec<LockError>, err: &RedisError) {
+    let Some(denied) = permission_denied(err) else {
+        return;
+    };
+    let rule_of = |err: &LockError| match err {
+        LockError::PermissionDenied { rule, .. } => Some(rule.clone()),
+        _ => None,
+    };
+    if !refused.iter().any(|seen| rule_of(seen) == rule_of(&denied)) {
+        refused.push(denied);
+    }
+}
+
+/// The node's clock (`TIME`) in µs; `None` when it did not say.
+async fn server_time(via: &mut Via) -> Option<u64> {
+    let reply = via.run(&redis::cmd("TIME")).await.ok()?;
+    let (seconds, micros): (u64, u64) = redis::from_redis_value(reply).ok()?;
+    Some(seconds * 1_000_000 + micros)
+}
+
+/// Subscribes to `channel` and leaves it again on a connection of its own.
+async fn try_subscribe(client: &Client, channel: &str) -> Result<(), RedisError> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    pubsub.unsubscribe(channel).await
+}
+
+/// Each command the locks use, in a form that changes nothing (see the
+/// module's documentation).
+fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
+    let (lock, queue, waiters) = (needs.key.lock(), needs.key.queue(), needs.key.waiters());
+    let command = |words: &[&str]| {
+        let mut command = redis::cmd(words[0]);
+        for word in &words[1..] {
+            command.arg(*word);
+        }
+        command
+    };
+    let unknown_script = "0".repeat(40);
+    let mut commands = vec![
+        command(&["SET", lock, "probe", "XX", "PX", "1"]),
+        command(&["GET", lock]),
+        command(&["EXISTS", lock]),
+        command(&["PEXPIRE", lock, "1"]),
+        command(&["PEXPIREAT", lock, "1"]),
+        command(&["PTTL", lock]),
+        command(&["TIME"]),
+        command(&["EVALSHA", &unknown_script, "1", lock]),
+        command(&["SCRIPT", "LOAD", "return 0"]),
+        command(&["ZADD", queue, "XX", "0", "probe"]),
+        command(&["ZCARD", queue]),
+        command(&["ZCOUNT", queue, "0", "0"]),
+        command(&["ZRANGE", queue, "0", "0"]),
+        command(&["ZRANGEBYSCORE", queue, "0", "0"]),
+        command(&["ZREM", queue, "probe"]),
+        command(&["ZREMRANGEBYSCORE", queue, "0", "0"]),
+        command(&["ZSCORE", queue, "probe"]),
+        command(&["HGET", waiters, "probe"]),
+        command(&["HSET", waiters, "probe", "1"]),
+        command(&["HDEL", waiters, "probe"]),
+        command(&["DEL", lock, waiters]),
+        command(&["WAIT", "0", "0"]),
+    ];
+    if needs.cluster {
+        commands.push(command(&["SPUBLISH", needs.key.channel(), ""]));
+        commands.push(command(&["CLUSTER", "SLOTS"]));
+    } else {
+        commands.push(command(&["PUBLISH", needs.key.channel(), ""]));
+    }
+    if needs.sentinel {
+        commands.push(command(&["ROLE"]));
+    }
+    match needs.native.release {
+        Some(NativeRelease::DelIfEq) => commands.push(command(&["DELIFEQ", lock, "probe"])),
+        Some(NativeRelease::DelExIfEq) => {
+            commands.push(command(&["DELEX", lock, "IFEQ", "probe"]));
+        }
+        None => {}
+    }
+    commands
+}
+
+/// The risks that `INFO`'s `text` shows on `node`.
+fn risks_in(node: &str, text: &str) -> Vec<Risk> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+    };
+    let number = |name: &str| field(name).and_then(|value| value.parse::<u64>().ok());
+    let node = node.to_owned();
+    let mut risks = Vec::new();
+    let policy = field("maxmemory_policy").unwrap_or("noeviction");
+    if number("maxmemory").unwrap_or(0) > 0 && policy != "noeviction" {
+        risks.push(Risk::Eviction {
+            node: node.clone(),
+            policy: policy.to_owned(),
+        });
+    }
+    let replicas = number("connected_slaves").unwrap_or(0);
+    if field("role") == Some("master") && replicas > 0 && field("min_slaves_good_slaves").is_none()
+    {
+        risks.push(Risk::AsyncReplication {
+            node: node.clone(),
+            replicas: u32::try_from(replicas).unwrap_or(u32::MAX),
+        });
+    }
+    if field("aof_enabled") == Some("0") {
+        risks.push(Risk::NoAppendOnlyFile { node });
+    }
+    risks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_shows_eviction_only_under_a_memory_limit() {
+        let limited = "maxmemory:1048576\r\nmaxmemory_policy:allkeys-lru\r\naof_enabled:1\r\n";
+        assert_eq!(
+            risks_in("n:1", limited),
+            vec![Risk::Eviction {
+                node: "n:1".to_owned(),
+                policy: "allkeys-lru".to_owned()
+            }]
+        );
+        let unlimited = "maxmemory:0\r\nmaxmemory_policy:volatile-lru\r\naof_enabled:1\r\n";
+        assert!(risks_in("n:1", unlimited).is_empty());
+    }
+
+    #[test]
+    fn replicas_without_a_minimum_and_no_aof_are_risks() {
+        let info = "role:master\r\nconnected_slaves:2\r\naof_enabled:0\r\n";
+        assert_eq!(risks_in("n:1", info).len(), 2);
+        let guarded =
+            "role:master\r\nconnected_slaves:2\r\nmin_slaves_good_slaves:2\r\naof_enabled:1\r\n";
+        assert!(risks_in("n:1", guarded).is_empty());
+    }
+}
