@@ -79,7 +79,7 @@ pub mod __private {
 }
 
 pub use builder::LockManagerBuilder;
-pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use check::{CheckReport, LockDelayState, NodeReport, NodeRole, Risk, Verdict};
 pub use error::{Cause, LockError};
 pub use install::{install, installed};
 pub use kinds::leader::{Leadership, Term};

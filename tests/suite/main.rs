@@ -31,6 +31,7 @@ mod fencing;
 mod future_size;
 mod handoff;
 mod leader;
+mod lock_delay;
 mod macro_expansion;
 mod macro_runtime;
 mod macro_shapes;

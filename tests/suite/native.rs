@@ -18,8 +18,8 @@ use std::time::Duration;
 use leasehold::LockManager;
 use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{
-    command_calls, join_within, lock_value, long, poll_async, renewed, service_rules, waiting,
-    Harness, ACL_PASSWORD, PAST_ONE_TTL, PROMPTLY,
+    command_calls, connect_without_lock_delay, join_within, lock_value, long, poll_async, renewed,
+    service_rules, waiting, Harness, ACL_PASSWORD, PAST_ONE_TTL, PROMPTLY,
 };
 use tokio::time::sleep;
 
@@ -88,7 +88,10 @@ async fn hold_through_renewals(locks: &LockManager, key: &str) {
 /// script calls, so every `SET` counted here came from the client).
 async fn releases_and_renews_a_lock_with_its_own_commands_and_no_script(engine: Engine) {
     let h = Harness::on_engine(engine).await;
-    hold_through_renewals(&h.a, "k").await;
+    // Without a lock-delay: with one, the uncontended attempt is a script
+    // that checks the node (see `lock_delay.rs`).
+    let locks = connect_without_lock_delay(&h.server().url()).await;
+    hold_through_renewals(&locks, "k").await;
     let server = h.server();
     assert_eq!(
         command_calls(server, release_command(engine)),
@@ -141,15 +144,16 @@ async fn until_marked(server: &RedisServer, key: &str, marked: bool) {
 async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engine: Engine) {
     let h = Harness::on_engine(engine).await;
     let guard = h.a.acquire("k", renewed()).await.unwrap();
+    // The waiter releases only once the holder's release is counted: its
+    // own (native, the mark gone) would count too.
+    let (counted, until_counted) = tokio::sync::oneshot::channel::<()>();
     let waiter = tokio::spawn({
         let b = h.b.clone();
         async move {
             let guard = b.acquire("k", waiting(Duration::from_secs(10))).await;
-            guard
-                .expect("the waiter gets the lock")
-                .release()
-                .await
-                .unwrap();
+            let guard = guard.expect("the waiter gets the lock");
+            let _ = until_counted.await;
+            guard.release().await.unwrap();
         }
     });
     until_marked(h.server(), "k", true).await;
@@ -173,6 +177,7 @@ async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engi
         script_calls(server) > scripts,
         "the release fell back to the scripted hand-off"
     );
+    let _ = counted.send(());
     join_within(vec![waiter], PROMPTLY, "the queued waiter").await;
 }
 
@@ -225,7 +230,8 @@ fn acl_denials(server: &RedisServer, command: &str) -> i64 {
 }
 
 /// A server of `engine` whose user `svc` has the README's least-privilege
-/// ACL plus `extra` rules, and a manager logged in as `svc`.
+/// ACL plus `extra` rules, and a manager logged in as `svc` (keeping no
+/// lock-delay: the native commands serve its uncontended cycle).
 async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager) {
     let rules = service_rules("lock", false);
     let rules: Vec<&str> = rules
@@ -237,7 +243,9 @@ async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager
         .engine(engine)
         .acl_user("svc", ACL_PASSWORD, &rules)
         .start();
-    let locks = LockManager::connect(&server.url_as("svc", ACL_PASSWORD))
+    let locks = LockManager::builder()
+        .risk_two_holders_after_failover()
+        .connect(&server.url_as("svc", ACL_PASSWORD))
         .await
         .expect("svc logs in");
     (server, locks)

@@ -252,6 +252,18 @@ pub async fn connect(url: &str) -> LockManager {
         .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
 }
 
+/// A manager on the server at `url` that keeps no lock-delay
+/// (`risk_two_holders_after_failover`): for the tests of what the
+/// uncontended path sends, and of what fencing tokens or following a
+/// failover do on their own.
+pub async fn connect_without_lock_delay(url: &str) -> LockManager {
+    LockManager::builder()
+        .risk_two_holders_after_failover()
+        .connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
+}
+
 /// The URLs of `nodes`, in order.
 pub fn urls(nodes: &[RedisServer]) -> Vec<String> {
     nodes.iter().map(RedisServer::url).collect()

@@ -15,6 +15,7 @@ use redis::{Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErr
 
 use super::acl::permission_denied;
 use super::cluster_link::ClusterLink;
+use super::lock_delay::LockDelay;
 use super::tls::TlsConfig;
 use crate::{redact_url, Cause, LockError};
 
@@ -25,6 +26,8 @@ pub(crate) struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     /// Longest time to wait for the answer to one command.
     pub(crate) response_timeout: Duration,
+    /// What a server that was promoted or lost its data grants nothing for.
+    pub(crate) lock_delay: LockDelay,
 }
 
 /// The settings of every command connection: the configured time limits,
