@@ -84,6 +84,24 @@ async fn user_without_script_load_is_told_to_add_it() {
     assert_eq!(rule, "`+script|load`");
 }
 
+/// The lock-delay's check reads `INFO` inside the grant scripts: a user
+/// without it is refused (Redis does not name a command refused inside a
+/// script, so the error points at the README's whole ACL, which has
+/// `+info`, and `check()` names it); with the delay turned off it needs
+/// none.
+#[tokio::test]
+async fn user_without_info_is_refused_unless_the_lock_delay_is_off() {
+    let server = server_without(&["+info"]);
+    let manager = svc(&server, "lock").await;
+    let (rule, message) = denied(manager.try_acquire("k", long()).await);
+    assert!(rule.contains("least-privilege ACL"), "{message}");
+    let (rule, message) = denied(manager.check().await);
+    assert!(rule.contains("`+info`"), "{message}");
+    let unchecked = svc_without_lock_delay(&server, "lock").await;
+    let guard = unchecked.try_acquire("k", long()).await.unwrap();
+    assert!(guard.is_some(), "granted without the check");
+}
+
 #[tokio::test]
 async fn namespace_outside_the_key_pattern_is_told_the_key_rule() {
     let server = server_without(&[]);
