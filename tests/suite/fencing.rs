@@ -229,7 +229,8 @@ async fn holder_whose_key_was_taken_over_gets_no_token_though_its_clock_says_hel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
     let mut server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    // It keeps the delayed-restart rule itself (below).
+    let locks = connect_without_lock_delay(&server.url()).await;
     let store = FencedStore::default();
     let ttl = Duration::from_millis(200);
 

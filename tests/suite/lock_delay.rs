@@ -15,6 +15,8 @@ use leasehold::{LockError, LockOptions};
 use leasehold_testkit::RedisServer;
 use support::{connect, NO_HANG};
 
+use crate::one_holder::answered;
+
 const KEY: &str = "order-42";
 
 /// The holder's lease: renewed every 2 s, so a renewal reaches the
@@ -109,6 +111,44 @@ async fn a_server_restarted_empty_grants_no_permit_while_one_it_lost_may_be_vali
     assert!(
         Instant::now() >= first_lease_ends,
         "the waiter got a permit while the first may have been valid"
+    );
+    assert!(!waiter.is_lost());
+}
+
+/// A lease that is not renewed, short so that waiting out a lock-delay as
+/// long stays quick: nothing tells the restarted server of it but the
+/// managers that knew the server before.
+fn unrenewed() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(3)).renew(false)
+}
+
+/// A server restarted empty under a lease nobody renews: a manager that was
+/// connected before the restart (it saw the old process's `run_id`) finds no
+/// marker on a server of another process, which starts the delay at once;
+/// it gets the lock only after the first lease has ended, never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_grants_no_lock_to_a_manager_that_knew_it_before() {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let rival = connect(&server.url()).await;
+    let guard = holder.acquire(KEY, unrenewed()).await.unwrap();
+    let first_lease_ends = guard.valid_until().expect("held");
+
+    server.restart_empty();
+    let granted = answered(|| rival.try_acquire(KEY, unrenewed())).await;
+    assert!(
+        granted.is_none(),
+        "the restarted server granted the lock again to a manager that knew it before"
+    );
+
+    let wait = Duration::from_secs(30);
+    let waiter = tokio::time::timeout(wait + NO_HANG, rival.acquire(KEY, unrenewed().wait(wait)))
+        .await
+        .expect("the waiter returns within its wait")
+        .expect("the waiter gets the lock once the lock-delay ended");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease may have been valid"
     );
     assert!(!waiter.is_lost());
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockManager, LockOptions};
 use leasehold_testkit::{RedisServer, RespValue};
-use support::{connect, lock_value, poll_async, within, NO_HANG};
+use support::{connect_without_lock_delay, lock_value, poll_async, within, NO_HANG};
 
 const KEY: &str = "order-42";
 
@@ -33,7 +33,7 @@ fn still_valid(until: Option<Instant>) -> bool {
 /// The answer of `attempt` once the server answers again: retries every
 /// 100 ms, within [`NO_HANG`], while it fails with a connection error (the
 /// manager reconnecting after the restart).
-async fn answered<T, F, Fut>(mut attempt: F) -> Option<T>
+pub(crate) async fn answered<T, F, Fut>(mut attempt: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>, LockError>>,
@@ -50,10 +50,12 @@ where
     panic!("the restarted server did not answer within {NO_HANG:?}");
 }
 
-/// A server, and a manager on it.
+/// A server, and a manager on it that keeps no lock-delay (which would
+/// refuse the restarted server's grant itself: see `lock_delay.rs`), so
+/// that the manager alone must keep its second task out.
 async fn server_and_manager() -> (RedisServer, LockManager) {
     let server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    let locks = connect_without_lock_delay(&server.url()).await;
     (server, locks)
 }
 

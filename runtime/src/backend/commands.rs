@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
+use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
@@ -28,13 +29,13 @@ pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
 
 /// The invocation of `acquire.lua`: take the lock for `ttl_ms`, or, when it
 /// is busy and `queue_for` is not zero, keep a place in its waiter queue for
-/// that long; nothing is granted while the node is in its lock-delay of
-/// `lock_delay_ms` (0: none).
+/// that long; nothing is granted while the node is in the lock-delay
+/// `check` keeps.
 pub(super) fn acquire_invocation(
     claim: Claim<'_>,
     queue_for: Duration,
     seq: u64,
-    lock_delay_ms: u64,
+    check: NodeCheck<'_>,
 ) -> redis::ScriptInvocation<'static> {
     let Claim { key, token, ttl_ms } = claim;
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
@@ -47,7 +48,7 @@ pub(super) fn acquire_invocation(
         .arg(ttl_ms)
         .arg(millis(queue_for))
         .arg(seq)
-        .arg(lock_delay_ms);
+        .arg(check);
     invocation
 }
 
@@ -75,20 +76,20 @@ pub(super) async fn try_set(
     })
 }
 
-/// The uncontended attempt where the node keeps a lock-delay of
-/// `lock_delay_ms`: `try_set_checked.lua`, the node's check then what
-/// [`try_set`] sends. Busy during the delay, with what is left of it.
+/// The uncontended attempt where the node keeps the lock-delay of
+/// `check`: `try_set_checked.lua`, the node's check then what [`try_set`]
+/// sends. Busy during the delay, with what is left of it.
 pub(super) async fn try_set_checked(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
-    lock_delay_ms: u64,
+    check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let reply: i64 = run_script!(
         scripts::TRY_SET_CHECKED,
         connection,
         keys [key.lock(), key.node()],
-        args [token.as_str(), ttl_ms, lock_delay_ms]
+        args [token.as_str(), ttl_ms, check]
     )?;
     Ok(match reply {
         1 => Attempt::Acquired,
@@ -112,18 +113,18 @@ pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
 /// (as [`try_set`], busy when held, but with the holder's remaining TTL)
 /// and, when it took the lock, the lock's next fencing token from the same
 /// call (`None` if it could not be issued); busy while the node is in its
-/// lock-delay of `lock_delay_ms` (0: none), with what is left of it.
+/// lock-delay `check` keeps, with what is left of it.
 pub(super) async fn try_set_fenced(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
-    lock_delay_ms: u64,
+    check: NodeCheck<'_>,
 ) -> Result<(Attempt, Option<u64>), RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let reply: i64 = run_script!(
         scripts::ACQUIRE_FENCED,
         connection,
         keys [key.lock(), key.fence(), key.node()],
-        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms), lock_delay_ms]
+        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms), check]
     )?;
     Ok(fenced_attempt_from_reply(reply))
 }
@@ -147,9 +148,9 @@ pub(super) async fn acquire(
     claim: Claim<'_>,
     queue_for: Duration,
     seq: u64,
-    lock_delay_ms: u64,
+    check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq, lock_delay_ms)
+    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq, check)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))

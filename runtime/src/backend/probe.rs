@@ -75,8 +75,9 @@ pub(super) struct Needs<'a> {
     /// The native commands the locks use on this node.
     pub(super) native: Native,
     /// Whether the grant scripts keep a lock-delay there, which reads
-    /// `INFO` and the namespace's node marker.
-    pub(super) lock_delay: bool,
+    /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
+    /// manager saw when it connected (empty if unknown).
+    pub(super) lock_delay: Option<&'a str>,
 }
 
 /// What one node's probe found.
@@ -129,8 +130,9 @@ pub(super) async fn probe(
         Ok(info) => {
             let text = redis::from_redis_value::<String>(info).unwrap_or_default();
             probed.risks = risks_in(&probed.node.address, &text);
-            if needs.lock_delay {
-                probed.node.lock_delay = lock_delay_of(via, needs.key.node(), &text).await;
+            if let Some(seen) = needs.lock_delay {
+                let marker = needs.key.node();
+                probed.node.lock_delay = lock_delay_of(via, marker, &text, seen).await;
             }
         }
         Err(err) if permission_denied(&err).is_some() => {
@@ -281,7 +283,7 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
     if needs.sentinel {
         commands.push(command(&["ROLE"]));
     }
-    if needs.lock_delay {
+    if needs.lock_delay.is_some() {
         commands.push(command(&["INFO", "replication"]));
     }
     match needs.native.release {
@@ -295,20 +297,32 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
 }
 
 /// Where the node stands in its lock-delay: its node marker (`marker_key`)
-/// read against its identity in `INFO`'s `text` and its clock.
-async fn lock_delay_of(via: &mut Via, marker_key: &str, text: &str) -> Option<LockDelayState> {
+/// read against its identity in `INFO`'s `text`, the `run_id` the manager
+/// saw (`seen`) and its clock.
+async fn lock_delay_of(
+    via: &mut Via,
+    marker_key: &str,
+    text: &str,
+    seen: &str,
+) -> Option<LockDelayState> {
     let marker = via.run(redis::cmd("GET").arg(marker_key)).await.ok()?;
     let marker: Option<String> = redis::from_redis_value(marker).ok()?;
     let now_ms = server_time(via).await? / 1000;
-    lock_delay_in(text, marker.as_deref(), now_ms)
+    lock_delay_in(text, marker.as_deref(), seen, now_ms)
 }
 
 /// What `node_delay` in `scripts/prelude.lua` would decide now (`now_ms`,
 /// the server's clock) on a node whose `INFO` is `text` and whose node
 /// marker is `marker`: running when the marker is of this identity and its
-/// end is ahead, pending when the identity changed since (or a promoted node
-/// has no marker), none otherwise.
-fn lock_delay_in(text: &str, marker: Option<&str>, now_ms: u64) -> Option<LockDelayState> {
+/// end is ahead, pending when the identity changed since (or a node with no
+/// marker was promoted, or runs another process than the manager saw,
+/// `seen`), none otherwise.
+fn lock_delay_in(
+    text: &str,
+    marker: Option<&str>,
+    seen: &str,
+    now_ms: u64,
+) -> Option<LockDelayState> {
     let field = |name: &str| {
         text.lines()
             .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
@@ -316,8 +330,9 @@ fn lock_delay_in(text: &str, marker: Option<&str>, now_ms: u64) -> Option<LockDe
     };
     let identity = format!("{}:{}", field("run_id"), field("master_replid"));
     let promoted = field("master_replid2").chars().any(|c| c != '0');
+    let restarted = !seen.is_empty() && seen != field("run_id");
     let Some((marked, until_ms)) = marker.and_then(|marker| marker.split_once(' ')) else {
-        return promoted.then_some(LockDelayState::Pending);
+        return (promoted || restarted).then_some(LockDelayState::Pending);
     };
     if marked != identity {
         return Some(LockDelayState::Pending);
@@ -396,25 +411,31 @@ mod tests {
             left: Duration::from_millis(1_500),
         });
         assert_eq!(
-            lock_delay_in(&never_promoted, Some("r1:a1 0"), 10_000),
+            lock_delay_in(&never_promoted, Some("r1:a1 0"), "r1", 10_000),
             None
         );
         assert_eq!(
-            lock_delay_in(&never_promoted, Some("r1:a1 11500"), 10_000),
+            lock_delay_in(&never_promoted, Some("r1:a1 11500"), "r1", 10_000),
             running
         );
         assert_eq!(
-            lock_delay_in(&never_promoted, Some("r1:a1 9000"), 10_000),
+            lock_delay_in(&never_promoted, Some("r1:a1 9000"), "r1", 10_000),
             None
         );
         assert_eq!(
-            lock_delay_in(&never_promoted, Some("r0:a0 0"), 10_000),
+            lock_delay_in(&never_promoted, Some("r0:a0 0"), "r1", 10_000),
             Some(LockDelayState::Pending),
             "restarted or promoted since the marker was written"
         );
-        assert_eq!(lock_delay_in(&never_promoted, None, 10_000), None);
+        assert_eq!(lock_delay_in(&never_promoted, None, "r1", 10_000), None);
+        assert_eq!(lock_delay_in(&never_promoted, None, "", 10_000), None);
         assert_eq!(
-            lock_delay_in(&promoted, None, 10_000),
+            lock_delay_in(&never_promoted, None, "r0", 10_000),
+            Some(LockDelayState::Pending),
+            "restarted empty since the manager connected"
+        );
+        assert_eq!(
+            lock_delay_in(&promoted, None, "r1", 10_000),
             Some(LockDelayState::Pending),
             "promoted before the marker reached it"
         );

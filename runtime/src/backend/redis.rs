@@ -25,7 +25,7 @@ use super::commands::{
     try_set_checked, try_set_fenced,
 };
 use super::connection::{lock_error, ClusterSeeds, Commands, RedisConfig, Target};
-use super::lock_delay::{LockDelay, LongestTtl};
+use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
@@ -61,6 +61,10 @@ pub(crate) struct RedisBackend {
     /// The longest ttl asked for, shared with the backend of the primary
     /// a Sentinel failover leads to (the default lock-delay).
     longest_ttl: Arc<LongestTtl>,
+    /// The server's `run_id` when this backend connected (empty when
+    /// unknown, or no lock-delay is kept): a server without a marker that
+    /// runs another process was restarted empty since (see `NodeCheck`).
+    seen_run_id: Box<str>,
 }
 
 impl RedisBackend {
@@ -99,6 +103,12 @@ impl RedisBackend {
         };
         let native = NativeCommands::new(native);
         let notifications = Notifications::open(std::slice::from_ref(&target), config).await;
+        let seen_run_id = match &target {
+            Target::Server(_) if config.lock_delay != LockDelay::Off => {
+                run_id(&mut commands.clone()).await
+            }
+            _ => Box::default(),
+        };
         Ok(RedisBackend {
             target,
             config,
@@ -107,6 +117,7 @@ impl RedisBackend {
             replicated: OnceCell::new(),
             native,
             longest_ttl: Arc::default(),
+            seen_run_id,
         })
     }
 
@@ -126,6 +137,15 @@ impl RedisBackend {
         match self.target {
             Target::Server(_) => self.config.lock_delay.millis_for(ttl_ms, &self.longest_ttl),
             Target::Cluster(_) => 0,
+        }
+    }
+
+    /// What a grant step for a lease of `ttl_ms` tells the server to keep
+    /// the lock-delay (see [`lock_delay_ms`](Self::lock_delay_ms)).
+    fn node_check(&self, ttl_ms: u64) -> NodeCheck<'_> {
+        NodeCheck {
+            delay_ms: self.lock_delay_ms(ttl_ms),
+            seen_run_id: &self.seen_run_id,
         }
     }
 
@@ -149,11 +169,11 @@ impl RedisBackend {
         let connection = &mut self.commands.clone();
         // A plain `SET NX` cannot check the lock-delay: with one, the
         // uncontended attempt is a script.
-        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
-        let reply = match (queue_for.is_zero(), lock_delay_ms) {
+        let check = self.node_check(claim.ttl_ms);
+        let reply = match (queue_for.is_zero(), check.delay_ms) {
             (true, 0) => try_set(connection, claim).await,
-            (true, _) => try_set_checked(connection, claim, lock_delay_ms).await,
-            (false, _) => acquire(connection, claim, queue_for, seq, lock_delay_ms).await,
+            (true, _) => try_set_checked(connection, claim, check).await,
+            (false, _) => acquire(connection, claim, queue_for, seq, check).await,
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
@@ -166,8 +186,8 @@ impl RedisBackend {
         &self,
         claim: Claim<'_>,
     ) -> Result<(Attempt, Option<u64>), LockError> {
-        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
-        let reply = try_set_fenced(&mut self.commands.clone(), claim, lock_delay_ms).await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = try_set_fenced(&mut self.commands.clone(), claim, check).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -182,7 +202,7 @@ impl RedisBackend {
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(claim, queue_for, 0, self.lock_delay_ms(claim.ttl_ms));
+        let invocation = acquire_invocation(claim, queue_for, 0, self.node_check(claim.ttl_ms));
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -263,9 +283,8 @@ impl RedisBackend {
         claim: Claim<'_>,
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
-        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
-        let reply =
-            acquire_permit(&mut self.commands.clone(), claim, (permits, lock_delay_ms)).await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = acquire_permit(&mut self.commands.clone(), claim, (permits, check)).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -283,14 +302,8 @@ impl RedisBackend {
             KeyKind::Write => &*scripts::RW_WRITE_ACQUIRE,
             _ => &*scripts::RW_READ_ACQUIRE,
         };
-        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
-        let reply = acquire_rw(
-            &mut self.commands.clone(),
-            script,
-            claim,
-            (place, lock_delay_ms),
-        )
-        .await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = acquire_rw(&mut self.commands.clone(), script, claim, (place, check)).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -494,7 +507,8 @@ impl RedisBackend {
                     cluster: false,
                     sentinel,
                     native: self.native.in_use(),
-                    lock_delay: self.config.lock_delay != LockDelay::Off,
+                    lock_delay: (self.config.lock_delay != LockDelay::Off)
+                        .then_some(&*self.seen_run_id),
                 };
                 let Target::Server(client) = &self.target else {
                     return Ok(report);
@@ -514,7 +528,7 @@ impl RedisBackend {
                     cluster: true,
                     sentinel,
                     native: Native::default(),
-                    lock_delay: false,
+                    lock_delay: None,
                 };
                 for (host, port) in cluster_primaries(connection.clone()).await? {
                     let address = format!("{host}:{port}");

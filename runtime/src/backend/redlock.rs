@@ -99,6 +99,7 @@ use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedSta
 use super::batch::{renew_each, Renewal};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig, Target};
+use super::lock_delay::NodeCheck;
 use super::native::Native;
 use super::notify::Notifications;
 use super::probe::{probe, settle, Needs, Via};
@@ -184,7 +185,7 @@ impl RedlockBackend {
             cluster: false,
             sentinel: false,
             native: Native::default(),
-            lock_delay: false,
+            lock_delay: None,
         };
         let probes = futures_util::future::join_all(self.nodes.iter().map(|node| {
             let mut via = Via::Server(node.commands.clone());
@@ -343,7 +344,7 @@ impl RedlockBackend {
         let mut round = Round::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0, NO_LOCK_DELAY).await },
+            |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0, NodeCheck::OFF).await },
             |index, reply| {
                 match reply {
                     Ok(Attempt::Acquired) => round.granted += 1,

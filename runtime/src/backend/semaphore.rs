@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
+use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::Claim;
 use crate::token::OwnerToken;
@@ -43,19 +44,19 @@ impl PermitAttempt {
 }
 
 /// Runs `semaphore_acquire.lua` once: a permit of `claim`'s key, if fewer
-/// than `permits` are held and the node is not in its lock-delay of
-/// `lock_delay_ms` (0: none).
+/// than `permits` are held and the node is not in the lock-delay `check`
+/// keeps.
 pub(super) async fn acquire_permit(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
-    (permits, lock_delay_ms): (u32, u64),
+    (permits, check): (u32, NodeCheck<'_>),
 ) -> Result<PermitAttempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = run_script!(
         scripts::SEMAPHORE_ACQUIRE,
         connection,
         keys [key.lock(), key.node()],
-        args [token.as_str(), ttl_ms, permits, lock_delay_ms]
+        args [token.as_str(), ttl_ms, permits, check]
     )?;
     Ok(PermitAttempt::from_reply(granted, value))
 }

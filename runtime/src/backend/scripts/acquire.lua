@@ -13,7 +13,8 @@
 -- ARGV[4]  the waiter's number for this place refresh (0: none), kept with
 --          the server time of the refresh, so that a release can grant the
 --          lock with the waiter's own lease counted from then (release.lua)
--- ARGV[5]  the lock-delay in milliseconds (0: none; see node_delay)
+-- ARGV[5]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay)
 -- Returns {1, 0} when the lock is ours (taken now, or granted to us by a
 --            release while we were queued: then its lease is set to ARGV[2]
 --            from now, which confirms the grant),
@@ -31,7 +32,7 @@
 -- is that waiter); a newcomer never overtakes them here. Fencing tokens are
 -- issued on request by fence.lua, not here.
 local token, lease, stay, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
-local delayed = node_delay(KEYS[4], tonumber(ARGV[5] or '0'), false)
+local delayed = node_delay(KEYS[4], ARGV[5], false)
 if delayed > 0 then
   if stay > 0 then
     local now_us = clock_us()

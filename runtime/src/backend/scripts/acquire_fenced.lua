@@ -9,7 +9,8 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  retention of the counter in milliseconds, as in fence.lua
--- ARGV[4]  the lock-delay in milliseconds (0: none; see node_delay)
+-- ARGV[4]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay)
 -- Returns one integer (a table reply costs Redis more to build and send):
 --   the token (at least 1) when the lock is ours now,
 --   0 when it is ours but its token could not be issued (the counter key
@@ -19,7 +20,7 @@
 --     or when the node is in its lock-delay: ms is what is left of it.
 -- A failed write of the counter is caught: Redis does not undo the SET of a
 -- script that fails after it, which would leave a lock nobody knows it has.
-local delayed = node_delay(KEYS[3], tonumber(ARGV[4] or '0'), false)
+local delayed = node_delay(KEYS[3], ARGV[4], false)
 if delayed > 0 then
   return -2 - delayed
 end

@@ -8,7 +8,7 @@
 --          as renew.lua does (a lease still found is renewed)
 -- Returns 1 when extended, 0 when the lease is gone: its lease ended (it
 -- is dropped here if still listed) or its member was removed.
-node_delay(KEYS[2], tonumber(ARGV[3] or '0'), true)
+node_delay(KEYS[2], ARGV[3], true)
 local now_ms = drop_expired_permits(KEYS[1])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0

@@ -168,11 +168,16 @@ end
 -- id, new at a promotion and at a start without its data) and the server ms
 -- its delay ends (0: none). Another identity in the marker (promoted,
 -- restarted from a snapshot), no marker on a node that was promoted (it never
--- reached it), or no marker when a lease is `renewed` or released (the data
--- that held it was lost) starts a delay. A node never promoted and never
--- marked is new: it marks itself and grants. A `delay_ms` of 0 turns the
--- check off. Returns the ms left of the delay; 0 when the node may grant.
-local function node_delay(marker_key, delay_ms, renewed)
+-- reached it), no marker when a lease is `renewed` or released (the data
+-- that held it was lost), or no marker on a node whose run_id is not the one
+-- the caller saw when it connected (restarted empty since) starts a delay. A
+-- node never promoted and never marked, of the run_id the caller saw (or
+-- the caller saw none), is new: it marks itself and grants. `check` is the
+-- caller's argument 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'; a DELAY_MS of 0
+-- turns the check off. Returns the ms left of the delay; 0 when the node
+-- may grant.
+local function node_delay(marker_key, check, renewed)
+  local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
   if delay_ms <= 0 then
     return 0
   end
@@ -199,7 +204,9 @@ local function node_delay(marker_key, delay_ms, renewed)
   end
   local second_at = string.find(replication, 'master_replid2:', 1, true) + 15
   local promoted = string.find(string.sub(replication, second_at, second_at + 39), '[^0]')
-  if not marker and not promoted and not renewed then
+  local seen = string.match(check, ' (%x+)$')
+  local same_process = not seen or seen == string.sub(server, run_at, run_at + 39)
+  if not marker and not promoted and not renewed and same_process then
     redis.call('SET', marker_key, identity .. ' 0')
     return 0
   end

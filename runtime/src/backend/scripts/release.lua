@@ -56,7 +56,7 @@ if window > 0 then
     return 1
   end
   local first = first_live_waiter(KEYS[2], KEYS[3])
-  if first and node_delay(KEYS[4], tonumber(ARGV[3] or '0'), true) == 0 then
+  if first and node_delay(KEYS[4], ARGV[3], true) == 0 then
     local expires, seq, refreshed, lease = place_of(KEYS[3], first)
     local granted_ms, left_ms = 0, 0
     if seq and seq > 0 then

@@ -10,7 +10,7 @@
 -- changed, or that lost the marker with its data, starts its lock-delay.
 -- A lease still found here is renewed all the same: its grant survived,
 -- and nobody else is granted the lock while it lasts.
-node_delay(KEYS[2], tonumber(ARGV[3] or '0'), true)
+node_delay(KEYS[2], ARGV[3], true)
 if held_by(KEYS[1], ARGV[1]) then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

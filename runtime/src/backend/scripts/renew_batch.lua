@@ -18,7 +18,7 @@
 local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
 local leases = #KEYS - 1
 local renewed = {}
-node_delay(KEYS[#KEYS], tonumber(ARGV[#ARGV]), true)
+node_delay(KEYS[#KEYS], ARGV[#ARGV], true)
 for i = 1, plain do
   local key, token = KEYS[i], ARGV[2 + i]
   local value = redis.call('GET', key)

@@ -11,7 +11,8 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lease or not; else, when it is blocked, mark that
 --          a reader waits, for this many milliseconds
--- ARGV[4]  the lock-delay in milliseconds (0: none): in the node's delay
+-- ARGV[4]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay): in the node's delay
 --          the answer is {2, ms}, nothing granted nor kept for ms more
 -- Returns {1, 0}: the read lease is ours, for ARGV[2] from now,
 --         {0, ms}: a writer holds the lock (ms: its remaining lease) or
@@ -29,7 +30,7 @@
 -- Expired readers and intents are dropped first, so a crashed reader blocks
 -- writers at most until its own lease ends.
 local token, lease, stay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local delayed = node_delay(KEYS[5], tonumber(ARGV[4] or '0'), false)
+local delayed = node_delay(KEYS[5], ARGV[4], false)
 if delayed > 0 then
   return {2, delayed}
 end

@@ -5,7 +5,8 @@
 -- ARGV[2]  lease in milliseconds
 -- KEYS[2]  the namespace's node marker (see node_delay in prelude.lua)
 -- ARGV[3]  N, the number of permits (at least 1), as this caller sees it
--- ARGV[4]  the lock-delay in milliseconds (0: none)
+-- ARGV[4]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay)
 -- Returns {1, free}: the permit is ours, with a lease of ARGV[2] from now;
 --            `free` permits were left after it (by this caller's N),
 --         {0, ms}: all N permits are held; the earliest lease ends in `ms`;
@@ -18,7 +19,7 @@
 -- holders are never revoked. A token already in the set (an attempt whose
 -- answer was lost, sent again) keeps its permit, with a fresh lease.
 local token, lease, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local delayed = node_delay(KEYS[2], tonumber(ARGV[4] or '0'), false)
+local delayed = node_delay(KEYS[2], ARGV[4], false)
 if delayed > 0 then
   return {0, delayed}
 end

@@ -6,10 +6,11 @@
 -- KEYS[2]  the namespace's node marker
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  the lock-delay in milliseconds
+-- ARGV[3]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (see node_delay)
 -- Returns one integer: 1 when the lock is ours now, 0 when it is held, and
 -- -ms when the node is in its lock-delay for ms more.
-local delayed = node_delay(KEYS[2], tonumber(ARGV[3]), false)
+local delayed = node_delay(KEYS[2], ARGV[3], false)
 if delayed > 0 then
   return -delayed
 end
