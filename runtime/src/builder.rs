@@ -102,8 +102,11 @@ impl LockManagerBuilder {
     /// delay (every manager honours it, also one started later), counted
     /// from the first grant or renewal it is asked for after the change;
     /// waiters wait through it; a lease whose grant is still on the server
-    /// is renewed. One server or Sentinel; Redis Cluster keeps no delay
-    /// yet, Redlock its own rule. See the README, "Failover and restarts".
+    /// is renewed. A server restarted empty learns it lost data from a
+    /// manager that was connected before (it saw the old `run_id`) or from a
+    /// holder's renewal; until then it grants as a new server would. One
+    /// server or Sentinel; Redis Cluster keeps no delay yet, Redlock its own
+    /// rule. See the README, "Failover and restarts".
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.redis.lock_delay = if delay.is_zero() {
             LockDelay::Off

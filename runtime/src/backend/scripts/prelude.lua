@@ -160,7 +160,8 @@ end
 -- The lock-delay (see the README, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
--- renews nothing until `delay_ms` after it first sees the change. Decided in
+-- hands over nothing until `delay_ms` after it first sees the change (a
+-- lease still held there is renewed: its grant survived). Decided in
 -- the script that grants or renews, so every manager honours it and no grant
 -- slips in between the change and the delay. The marker, one key per
 -- namespace, holds 'RUN_ID:REPLID UNTIL': the identity this node last
