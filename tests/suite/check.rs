@@ -218,8 +218,9 @@ async fn in_memory_is_healthy_and_empty() {
 
 /// A replica promoted by hand: the check shows its lock-delay pending (it
 /// was promoted since its last grant), the first attempt starts the delay
-/// and is refused, and the check then shows the delay running, with what is
-/// left of it (the delay is long, so it cannot have ended by then).
+/// and is refused, a wait shorter than the delay times out, and the check
+/// then shows the delay running, with what is left of it (the delay is
+/// long, so it cannot have ended by then).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_replica_is_shown_in_its_lock_delay_and_when_it_ends() {
     let primary = RedisServer::start();
@@ -257,6 +258,13 @@ async fn a_promoted_replica_is_shown_in_its_lock_delay_and_when_it_ends() {
         .await
         .expect("answered");
     assert!(first.is_none(), "granted during the lock-delay");
+    let waited = locks
+        .acquire("k", LockOptions::new().wait(Duration::from_millis(300)))
+        .await;
+    assert!(
+        matches!(waited, Err(LockError::Timeout { .. })),
+        "a wait shorter than the delay times out: {waited:?}"
+    );
 
     let report = locks.check().await.expect("the promoted replica passes");
     match report.nodes[0].lock_delay {
