@@ -129,15 +129,16 @@ fn orchestrate() -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
     let mut election = Election::default();
     while start.elapsed() < STOP_AT {
-        if election.killed.is_none() && start.elapsed() >= KILL_AT {
-            if let Some(term) = election.leader {
-                kill(&mut instances[term.instance])?;
-                println!(
-                    "-- killed instance {} (SIGKILL) while it led term {}",
-                    term.instance, term.number
-                );
-                election.killed_now();
-            }
+        if election.killed.is_none()
+            && start.elapsed() >= KILL_AT
+            && let Some(term) = election.leader
+        {
+            kill(&mut instances[term.instance])?;
+            println!(
+                "-- killed instance {} (SIGKILL) while it led term {}",
+                term.instance, term.number
+            );
+            election.killed_now();
         }
         if let Ok((at, line)) = received.recv_timeout(Duration::from_millis(10)) {
             election.read(at, &line);
@@ -226,13 +227,13 @@ impl Election {
                 term.number, leader.instance, leader.number
             ));
         }
-        if let Some(last) = self.terms.last() {
-            if term.number <= last.number {
-                self.problems.push(format!(
-                    "term {} began after term {}: numbers must grow",
-                    term.number, last.number
-                ));
-            }
+        if let Some(last) = self.terms.last()
+            && term.number <= last.number
+        {
+            self.problems.push(format!(
+                "term {} began after term {}: numbers must grow",
+                term.number, last.number
+            ));
         }
         if let (Some(killed), None) = (self.killed, self.replaced_after) {
             let after = at - killed;

@@ -39,13 +39,20 @@ pub use leasehold_macros::transactional;
 pub use leasehold_runtime::*;
 
 /// A tower layer (axum, tonic, ...) that runs each request under a lock on a
-/// key taken from the request; see the README's "Web services".
+/// key taken from the request; see [`guide::web`].
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use leasehold_tower as tower;
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sqlx;
+
+pub mod guide;
+
+/// The README's snippets, compiled as doctests like the guide's.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeSnippets;
 
 /// What the attributes' expansions call. Not a stable API.
 #[doc(hidden)]

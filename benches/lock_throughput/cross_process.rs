@@ -13,9 +13,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::runtime::Handle;
 
 use crate::cpu::process_cpu;
-use crate::measure::Baseline;
 use crate::subjects::{Client, Side, Subject};
-use crate::workloads::{drive, Hold, Plan, Scale, Timings};
+use crate::workloads::{drive, Baseline, Hold, Plan, Scale, Timings};
 
 /// First argument that makes the bench binary a worker process.
 pub const WORKER_ARG: &str = "--worker";

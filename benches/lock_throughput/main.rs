@@ -25,9 +25,11 @@
 //! compare-and-delete; see [`raw`]), **ours on Redlock** over 3 more local
 //! redis-servers, **ours on Cluster** over a Redis Cluster of 3 more
 //! (primaries without replicas, all on the Redis CPU), and **macro**, **with_lock**, **acquire+release** around an
-//! empty body with the attribute's options. Workloads: U1, U32 and C8 in this
+//! empty body with the attribute's options, and the **peers**, the crates a
+//! user would pick instead, each with its own idiomatic cycle ([`peers`]: rslock,
+//! distributed-lock-redis). Workloads: U1, U32 and C8 in this
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
-//! F-U1 and F-U32 (with fencing tokens), R3-U1 and M-U1 (U1 on Redlock, and
+//! F-U1 and F-U32 (with fencing tokens), P-U1 and P-U32 (beside the peers), R3-U1 and M-U1 (U1 on Redlock, and
 //! through the attribute), CL-U32 (U32 on the cluster; the cluster starts
 //! only when CL-U32 is selected), `held`, N leases held at once ([`held`]), and
 //! `parked`, 1 000 waiters parked on one held key in 4 worker processes ([`parked`]). Commands sent are counted in one more, smaller run
@@ -50,12 +52,15 @@
 //! table of [`TABLES`] with the figures its rows show. Another client is one
 //! more [`subjects::Subject`] and [`subjects::Client`] variant.
 
+mod catalog;
 mod cpu;
 mod cross_process;
 mod held;
+mod limits;
 mod measure;
 mod monitor;
 mod parked;
+mod peers;
 mod raw;
 mod redis_stats;
 mod report;
@@ -64,9 +69,10 @@ mod workloads;
 
 use leasehold_testkit::{Engine, RedisCluster, RedisServer};
 
+use crate::catalog::{Figure, Table, Workload};
 use crate::cpu::Placement;
-use crate::measure::{measure, Table, Workload};
-use crate::report::{print_command_time, print_table, Figure};
+use crate::measure::measure;
+use crate::report::{print_command_time, print_table};
 use crate::subjects::{Setup, Side, Subject};
 use crate::workloads::Scale;
 
@@ -158,6 +164,32 @@ const TABLES: &[Table] = &[
             },
             Workload {
                 name: "F-U32",
+                run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
+            },
+        ],
+    },
+    Table {
+        title: "P-U1, P-U32: ours and raw beside the Rust crates a user would pick instead, \
+                each through its own idiomatic cycle on the same redis-server: rslock \
+                (Redlock on one node, no watchdog) and distributed-lock-redis (a watchdog \
+                task per lock); see `peers`.",
+        subjects: &[
+            Subject::Ours,
+            Subject::Raw,
+            Subject::Rslock,
+            Subject::DistLock,
+        ],
+        workloads: &[
+            Workload {
+                name: "P-U1",
+                run: |side, scale| Box::pin(workloads::u1(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "P-U32",
                 run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
                 rounds: 3,
                 figures: UNCONTENDED,

@@ -3,37 +3,14 @@
 //! is kept.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
+use crate::catalog::{Figure, Workload};
 use crate::cpu::process_cpu;
 use crate::monitor::{self, Accounting};
-use crate::redis_stats::{Admin, CommandStat};
-use crate::report::Figure;
-use crate::subjects::{Side, Subject};
-use crate::workloads::{Scale, Timings};
-
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// One Markdown table: workloads measured through the same subjects.
-pub struct Table {
-    /// Printed above the table.
-    pub title: &'static str,
-    /// One column each; the ratios are the first over each of the others.
-    pub subjects: &'static [Subject],
-    pub workloads: &'static [Workload],
-}
-
-/// One workload: how to run it through one subject, how often, and which
-/// figures its rows show.
-pub struct Workload {
-    pub name: &'static str,
-    pub run: fn(Side, Scale) -> BoxFuture<Timings>,
-    /// Runs per subject; the fastest is reported.
-    pub rounds: usize,
-    pub figures: &'static [Figure],
-}
+use crate::redis_stats::CommandStat;
+use crate::subjects::Side;
+use crate::workloads::{Baseline, Scale, Timings};
 
 /// The measurements of one run of one workload through one subject.
 #[derive(Debug)]
@@ -88,25 +65,6 @@ pub async fn measure(workload: &Workload, sides: &[Side], scale: Scale) -> Vec<R
         best.push(run);
     }
     best
-}
-
-/// Where the counters of a run start from.
-#[derive(Debug, Clone, Copy)]
-pub struct Baseline {
-    client_cpu: Option<Duration>,
-    server_cpu: Duration,
-}
-
-impl Baseline {
-    /// Zeroes the command counters of `servers` and notes the CPU time used
-    /// so far by them and by this process.
-    pub async fn take(servers: &mut Admin) -> Baseline {
-        servers.reset().await;
-        Baseline {
-            client_cpu: process_cpu(),
-            server_cpu: servers.cpu().await,
-        }
-    }
 }
 
 /// One run of `workload` through `side`, with the counters around it

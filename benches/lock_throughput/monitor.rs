@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use redis::aio::Monitor;
 use tokio::task::JoinHandle;
 
-use crate::measure::Workload;
+use crate::catalog::Workload;
 use crate::redis_stats::Admin;
 use crate::subjects::Side;
 use crate::workloads::Scale;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use redis::aio::MultiplexedConnection;
 use redis::{Script, Value};
 
-use crate::subjects::{TTL, WAIT};
+use crate::limits::{TTL, WAIT};
 
 /// Pause between two attempts on a busy lock.
 const POLL: Duration = Duration::from_millis(1);

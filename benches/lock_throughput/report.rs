@@ -4,29 +4,9 @@
 
 use std::time::Duration;
 
-use crate::measure::{Run, Table};
+use crate::catalog::{Figure, Table};
+use crate::measure::Run;
 use crate::workloads::most_ahead;
-
-/// A figure of the table: one row per workload that shows it.
-#[derive(Debug, Clone, Copy)]
-pub enum Figure {
-    CyclesPerSec,
-    CycleP50,
-    CycleP99,
-    AcquireP50,
-    AcquireP99,
-    AcquireMax,
-    MostAhead,
-    HandoffP50,
-    HandoffP99,
-    FirstSecondMin,
-    FirstSecondMax,
-    ClientCpu,
-    ServerCpu,
-    CommandTime,
-    Commands,
-    CommandsSent,
-}
 
 impl Figure {
     fn label(self) -> &'static str {

@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 
 use leasehold::{distributed_lock, LockError, LockGuard, LockManager, LockOptions};
 
+use crate::limits::{TTL, WAIT};
+use crate::peers::{DistLock, Rslock, RslockHeld};
 use crate::raw::{Raw, RawLock};
 use crate::redis_stats::Admin;
 
-/// Lease of every lock taken here.
-pub const TTL: Duration = Duration::from_secs(10);
-/// Longest wait for a busy lock, for ours and raw.
-pub const WAIT: Duration = Duration::from_secs(10);
 /// Key prefix of our managers.
 const NAMESPACE: &str = "ours:";
 
@@ -41,6 +39,10 @@ pub enum Subject {
     WithLock,
     /// `acquire` and `release` with the attribute's options.
     AcquireRelease,
+    /// The rslock crate's own cycle on the one server (see [`crate::peers`]).
+    Rslock,
+    /// The distributed-lock-redis crate's own cycle on the one server.
+    DistLock,
 }
 
 impl Subject {
@@ -56,6 +58,8 @@ impl Subject {
             Subject::Macro => "macro",
             Subject::WithLock => "with_lock",
             Subject::AcquireRelease => "acquire+release",
+            Subject::Rslock => "rslock",
+            Subject::DistLock => "distributed-lock-redis",
         }
     }
 
@@ -83,6 +87,8 @@ pub struct Setup {
     single: LockManager,
     redlock: LockManager,
     raw: Raw,
+    rslock: Rslock,
+    distlock: DistLock,
     url: String,
     /// Counters of the one server.
     pub server: Admin,
@@ -115,6 +121,8 @@ impl Setup {
                 .await
                 .expect("ours on Redlock: cannot connect"),
             raw: Raw::connect(url).await,
+            rslock: Rslock::connect(url),
+            distlock: DistLock::connect(url).await,
             url: url.to_owned(),
             server: Admin::connect(&[url.to_owned()]).await,
             nodes: Admin::connect(node_urls).await,
@@ -166,6 +174,8 @@ impl Setup {
                 &self.server,
             ),
             Subject::AcquireRelease => (Client::ours(&self.single, attribute), &self.server),
+            Subject::Rslock => (Client::Rslock(self.rslock.clone()), &self.server),
+            Subject::DistLock => (Client::DistLock(self.distlock.clone()), &self.server),
         };
         Side {
             subject,
@@ -201,6 +211,8 @@ pub enum Client {
         fence: bool,
     },
     Raw(Raw),
+    Rslock(Rslock),
+    DistLock(DistLock),
     /// The attribute; its key is built from the key index, so only for U1's
     /// keys (`bench:u:{i}`).
     Macro(Annotated),
@@ -229,6 +241,8 @@ impl Annotated {
 enum Held {
     Ours(LockGuard),
     Raw(RawLock),
+    Rslock(RslockHeld),
+    DistLock(distributed_lock_redis::RedisLockHandle),
 }
 
 impl Client {
@@ -278,7 +292,7 @@ impl Client {
                     .unwrap_or_else(|err| panic!("with_lock `{key}`: {err}"));
                 None
             }
-            Client::Ours { .. } | Client::Raw(_) => {
+            Client::Ours { .. } | Client::Raw(_) | Client::Rslock(_) | Client::DistLock(_) => {
                 let held = self.acquire(key).await;
                 let at = Instant::now();
                 let handoff = releases.since_last(at);
@@ -317,6 +331,8 @@ impl Client {
                 Held::Ours(guard)
             }
             Client::Raw(raw) => Held::Raw(raw.acquire(key).await),
+            Client::Rslock(rslock) => Held::Rslock(rslock.acquire(key).await),
+            Client::DistLock(distlock) => Held::DistLock(distlock.acquire(key).await),
             Client::Macro(_) | Client::WithLock { .. } => {
                 unreachable!("these clients lock around a body")
             }
@@ -330,6 +346,8 @@ impl Client {
                 .await
                 .unwrap_or_else(|err| panic!("ours: release: {err}")),
             (Client::Raw(raw), Held::Raw(lock)) => raw.release(lock).await,
+            (Client::Rslock(rslock), Held::Rslock(lock)) => rslock.release(lock).await,
+            (Client::DistLock(distlock), Held::DistLock(handle)) => distlock.release(handle).await,
             _ => unreachable!("a lock is released by the client that took it"),
         }
     }

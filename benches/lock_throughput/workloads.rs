@@ -1,12 +1,14 @@
 //! The workloads that run in one process (U1, U32, C8) as plans of tasks,
 //! their sizes, and the driver that runs a plan on tasks that start together
 //! and times every cycle. Worker processes of the cross-process workload run
-//! their share through the same driver.
+//! their share through the same driver, and where a run's counters start
+//! from ([`Baseline`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::measure::Baseline;
+use crate::cpu::process_cpu;
+use crate::redis_stats::Admin;
 use crate::subjects::{Client, ReleaseMark, Side};
 
 /// Pause before each run at full size, so background work of the previous one
@@ -264,4 +266,23 @@ pub async fn drive(client: Client, plan: Plan) -> Timings {
     timings.waits.sort_unstable();
     timings.handoffs.sort_unstable();
     timings
+}
+
+/// Where the counters of a run start from.
+#[derive(Debug, Clone, Copy)]
+pub struct Baseline {
+    pub client_cpu: Option<Duration>,
+    pub server_cpu: Duration,
+}
+
+impl Baseline {
+    /// Zeroes the command counters of `servers` and notes the CPU time used
+    /// so far by them and by this process.
+    pub async fn take(servers: &mut Admin) -> Baseline {
+        servers.reset().await;
+        Baseline {
+            client_cpu: process_cpu(),
+            server_cpu: servers.cpu().await,
+        }
+    }
 }

@@ -106,7 +106,8 @@ impl LockManagerBuilder {
     /// manager that was connected before (it saw the old `run_id`) or from a
     /// holder's renewal; until then it grants as a new server would. One
     /// server or Sentinel; Redis Cluster keeps no delay yet, Redlock its own
-    /// rule. See the README, "Failover and restarts".
+    /// rule. See the guide, `leasehold::guide::deployments`, "Failover and
+    /// restarts".
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.redis.lock_delay = if delay.is_zero() {
             LockDelay::Off

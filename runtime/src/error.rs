@@ -16,6 +16,19 @@ pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 /// Every variant says what happened and what the caller can do about it.
 /// Variants that wrap a lower error return it from `source()`; their
 /// messages are the library's own words and never hold a password.
+///
+/// ```no_run
+/// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+/// # async fn example(locks: LockManager) {
+/// match locks.acquire("stock:42", LockOptions::new()).await {
+///     Ok(guard) => drop(guard),
+///     Err(LockError::Busy { .. } | LockError::Timeout { .. }) => { /* someone else has it */ }
+///     Err(err @ LockError::Auth { .. }) => panic!("fix the credentials: {err}"),
+///     Err(err) if err.is_retryable() => { /* back off and try again */ }
+///     Err(err) => eprintln!("lock failed ({}): {err}", err.http_status()),
+/// }
+/// # }
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
@@ -57,7 +70,7 @@ pub enum LockError {
     },
     /// The server's ACL refused a command, key or channel the lock needs to
     /// the manager's Redis user.
-    #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the README's \"Least privilege\" section lists every rule a lock needs)")]
+    #[error("the lock server's ACL refused this user: {detail}; grant it {rule} with ACL SETUSER (the guide's \"Least privilege\" section, leasehold::guide::operating, lists every rule a lock needs)")]
     PermissionDenied {
         /// What the server refused, in its words.
         detail: String,

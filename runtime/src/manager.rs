@@ -18,6 +18,21 @@ use crate::{CheckReport, LockError, LockGuard, LockOptions};
 /// Hands out locks from one backend. Cheap to clone; clones share the
 /// backend's multiplexed, auto-reconnecting connections (one per server) and
 /// its notification channels.
+///
+/// Build one at start-up (`connect`, `sentinel`, `cluster`, `redlock`, or
+/// [`builder`](Self::builder) for settings), hand it to the attributes with
+/// `leasehold::install`, and end with [`shutdown`](Self::shutdown):
+///
+/// ```no_run
+/// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+/// # async fn example() -> Result<(), LockError> {
+/// let locks = LockManager::connect("redis://127.0.0.1:6379").await?; // Auth here, not later
+/// println!("{}", locks.check().await?); // what the locks need, and what weakens them
+/// let total = locks.with_lock("stock:42", LockOptions::new(), async { 42 }).await?;
+/// locks.shutdown().await; // releases every lease this manager holds
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<ManagerInner>,

@@ -1,4 +1,4 @@
-//! Least privilege: the README documents the ACL the conformance suites run
+//! Least privilege: the guide documents the ACL the conformance suites run
 //! under (`redis_acl::` and `cluster_acl::` there), and a user missing one
 //! permission of it gets `LockError::PermissionDenied` naming the rule to
 //! add, not a generic server error.
@@ -55,11 +55,11 @@ fn denied<T>(result: Result<T, LockError>) -> (String, String) {
 }
 
 #[tokio::test]
-async fn readme_documents_the_exact_acl_the_suites_run_under() {
-    let readme = include_str!("../../README.md");
+async fn guide_documents_the_exact_acl_the_suites_run_under() {
+    let guide = include_str!("../../src/guide/operating.md");
     assert!(
-        readme.contains(SERVICE_COMMANDS),
-        "README's Least privilege section must list exactly: {SERVICE_COMMANDS}"
+        guide.contains(SERVICE_COMMANDS),
+        "the guide's Least privilege section (src/guide/operating.md) must list exactly: {SERVICE_COMMANDS}"
     );
 }
 

@@ -88,10 +88,10 @@ fn tags_over_every_primary(cluster: &RedisCluster) -> (Vec<String>, Vec<u16>) {
     let mut found: Vec<Vec<String>> = vec![Vec::new(); primaries.len()];
     for candidate in (0..10_000).map(|n| format!("b{n}")) {
         let port = cluster.primary_for_key(&candidate).map(RedisServer::port);
-        if let Some(which) = primaries.iter().position(|p| Some(*p) == port) {
-            if found[which].len() < wanted {
-                found[which].push(candidate);
-            }
+        if let Some(which) = primaries.iter().position(|p| Some(*p) == port)
+            && found[which].len() < wanted
+        {
+            found[which].push(candidate);
         }
         if found.iter().all(|tags| tags.len() == wanted) {
             break;

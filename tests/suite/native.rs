@@ -144,15 +144,15 @@ async fn until_marked(server: &RedisServer, key: &str, marked: bool) {
 async fn a_queued_waiter_marks_the_lock_so_the_native_release_hands_it_over(engine: Engine) {
     let h = Harness::on_engine(engine).await;
     let guard = h.a.acquire("k", renewed()).await.unwrap();
-    // The waiter releases only once the holder's release is counted: its
-    // own (native, the mark gone) would count too.
-    let (counted, until_counted) = tokio::sync::oneshot::channel::<()>();
+    // The waiter keeps the lock until the release has been counted: its own
+    // release, with the queue empty, is native too and would count again.
+    let (counted, keep_until_counted) = tokio::sync::oneshot::channel::<()>();
     let waiter = tokio::spawn({
         let b = h.b.clone();
         async move {
             let guard = b.acquire("k", waiting(Duration::from_secs(10))).await;
             let guard = guard.expect("the waiter gets the lock");
-            let _ = until_counted.await;
+            let _ = keep_until_counted.await;
             guard.release().await.unwrap();
         }
     });
@@ -229,7 +229,7 @@ fn acl_denials(server: &RedisServer, command: &str) -> i64 {
         .sum()
 }
 
-/// A server of `engine` whose user `svc` has the README's least-privilege
+/// A server of `engine` whose user `svc` has the guide's least-privilege
 /// ACL plus `extra` rules, and a manager logged in as `svc` (keeping no
 /// lock-delay: the native commands serve its uncontended cycle).
 async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager) {

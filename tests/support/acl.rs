@@ -1,4 +1,4 @@
-//! The least-privilege Redis ACL of a service, as the README's "Least
+//! The least-privilege Redis ACL of a service, as the guide's "Least
 //! privilege" section documents it, and managers that log in as a user
 //! granted exactly that.
 
@@ -9,7 +9,7 @@ use leasehold::LockManager;
 use leasehold_testkit::{RedisCluster, RedisServer};
 
 /// Every command a lock service sends, on its own or from the lock scripts
-/// (word for word the README's ACL line).
+/// (word for word the guide's ACL line).
 pub const SERVICE_COMMANDS: &str = "+set +evalsha +script|load +publish +spublish +subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +role +info +cluster|slots +get +del +exists +pexpire +pexpireat +pttl +time +zadd +zcard +zcount +zrange +zrangebyscore +zrem +zremrangebyscore +zscore +hset +hget +hdel";
 
 /// The password of the least-privilege users.

@@ -6,7 +6,7 @@
 //! `cluster::NAME` (the shared Redis Cluster) and `memory::NAME`
 //! (`LockManager::in_memory()`); see [`Harness`](super::Harness).
 //! `redis_acl::NAME` and `cluster_acl::NAME` run it again on one server and
-//! on the shared cluster as a user granted only the README's least-privilege
+//! on the shared cluster as a user granted only the guide's least-privilege
 //! ACL (see `acl`).
 //!
 //! `on_every_engine!` instantiates `async fn NAME(engine: Engine)` once per

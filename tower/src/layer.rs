@@ -33,7 +33,8 @@ pub enum Hold {
 }
 
 /// A tower layer that runs every request under a leasehold lock on a key
-/// taken from the request; see the crate documentation for the answers.
+/// taken from the request; the [crate documentation](crate) has an example
+/// on an axum router and the table of answers.
 ///
 /// Built by [`LockLayer::builder`]; cheap to clone. `M` is the manager, or
 /// anything that borrows one (`LockManager`, `Arc<LockManager>`, `&'static

@@ -35,6 +35,11 @@ return 1
 /// Most keys one cleanup deletes: the contest writes a few dozen.
 const MOST_KEYS_CLEANED: usize = 100_000;
 
+/// The most `SCAN` calls per node: about 1,000 keys looked at each, so a
+/// node of up to 10 million keys is walked whole, and a cursor that never
+/// returns to 0 cannot loop for ever.
+const MOST_SCAN_ROUNDS: usize = 10_000;
+
 /// A connection to where the counters live.
 #[derive(Clone)]
 pub enum Store {
@@ -107,7 +112,7 @@ impl Store {
         let mut found = Vec::new();
         for node in self.nodes().await? {
             let mut cursor = 0_u64;
-            loop {
+            for _ in 0..MOST_SCAN_ROUNDS {
                 let mut command = redis::cmd("SCAN");
                 command
                     .arg(cursor)

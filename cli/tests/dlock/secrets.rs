@@ -145,13 +145,13 @@ async fn password_from_a_file_or_the_environment_and_never_shown() {
     assert!(missing.stderr.contains("/nonexistent/pw"), "{missing:#?}");
 }
 
-/// The operator's ACL line of the README, for the default namespace.
+/// The operator's ACL line of the guide's operating chapter, for the default namespace.
 fn operator_acl() -> Vec<String> {
-    let readme = include_str!("../../../README.md");
-    let line = readme
+    let guide = include_str!("../../../src/guide/operating.md");
+    let line = guide
         .lines()
         .find(|line| line.starts_with("ACL SETUSER ops "))
-        .expect("the README's operator ACL line");
+        .expect("the guide's operator ACL line");
     line.split(' ')
         .skip(2)
         .map(|word| word.replace("PASSWORD", PASSWORD))

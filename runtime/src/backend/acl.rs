@@ -39,7 +39,7 @@ fn rule_for(detail: &str) -> String {
     } else if let Some(command) = quoted(detail) {
         format!("`+{command}`")
     } else {
-        "every command of the README's least-privilege ACL (a lock script was refused one)"
+        "every command of the guide's least-privilege ACL (a lock script was refused one)"
             .to_owned()
     }
 }

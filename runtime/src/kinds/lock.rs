@@ -18,11 +18,34 @@ impl LockManager {
     /// `Connection` when Redis is unreachable
     /// (for Redlock: when fewer than a quorum of nodes answer), and
     /// `NotReplicated` when [`LockOptions::min_replicas`] was not met.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+    /// # async fn example(locks: LockManager) -> Result<(), LockError> {
+    /// let options = LockOptions::new().ttl(Duration::from_secs(30)).wait(Duration::from_secs(5));
+    /// let guard = locks.acquire("stock:42", options).await?; // Timeout after 5 s of waiting
+    /// let token = guard.fencing_token().await?; // for storage that refuses stale holders
+    /// guard.release().await?; // or drop it: released in the background
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
         acquire::acquire(self, key, Ask::Lock, &options).await
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
+    ///
+    /// ```no_run
+    /// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+    /// # async fn example(locks: LockManager) -> Result<(), LockError> {
+    /// match locks.try_acquire("report:daily", LockOptions::new()).await? {
+    ///     Some(guard) => guard.release().await?, // ours: do the work, then release
+    ///     None => println!("another instance has it"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn try_acquire(
         &self,
         key: &str,
@@ -44,6 +67,19 @@ impl LockManager {
     ///
     /// Cancel-safe: dropping this future at any `.await` leaves no lock
     /// behind (an acquisition in flight is undone, a held lock released).
+    ///
+    /// ```no_run
+    /// # use leasehold_runtime::{LockError, LockManager, LockOptions};
+    /// # async fn example(locks: LockManager) -> Result<(), LockError> {
+    /// let left = locks
+    ///     .with_lock("stock:42", LockOptions::new(), async {
+    ///         // read, decide, write: no other holder of stock:42 meanwhile
+    ///         41
+    ///     })
+    ///     .await?; // Err(LeaseLost) if the lease was lost and the body dropped
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn with_lock<F: Future>(
         &self,
         key: &str,

@@ -157,7 +157,7 @@ local function raise_fence(counter_key, retention_ms)
   return text
 end
 
--- The lock-delay (see the README, "Failover and restarts"): a node promoted
+-- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
 -- hands over nothing until `delay_ms` after it first sees the change (a
