@@ -267,11 +267,15 @@ impl LockManager {
     /// holder is stuck and its lease keeps being renewed. The fencing
     /// counter is raised above every token issued so far (and returned), so
     /// the evicted holder's later writes are rejected by fenced storage; its
-    /// next renewal fails and its body is cancelled as for any lost lease.
+    /// next renewal fails (a holder of this manager learns it at once) and
+    /// its body is cancelled as for any lost lease.
     /// Waiters are woken and the lock goes to the next of them. Logged at
     /// warn.
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
-        let evicted = self.backend().force_release(&self.lock_key(key)).await?;
+        let lock_key = self.lock_key(key);
+        let ours = self.seats().leases_of(lock_key.lock());
+        let evicted = self.backend().force_release(&lock_key).await?;
+        self.seats().evicted(lock_key.lock(), ours);
         let holder = evicted.holder.as_deref().and_then(Holder::from_token);
         tracing::warn!(
             key,
@@ -326,7 +330,9 @@ impl RwLock {
     pub async fn force_release(&self) -> Result<ForcedRwRelease, LockError> {
         let (manager, key) = (self.manager(), self.key());
         let rw_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let ours = manager.seats().leases_of(rw_key.lock());
         let evicted = manager.backend().force_release_rw(&rw_key).await?;
+        manager.seats().evicted(rw_key.lock(), ours);
         let writer = evicted.writer.as_deref().and_then(Holder::from_token);
         tracing::warn!(
             key,
@@ -377,7 +383,9 @@ impl Semaphore {
     pub async fn force_release(&self) -> Result<ForcedSemaphoreRelease, LockError> {
         let manager = self.manager();
         let key = manager.semaphore_key(self.key());
+        let ours = manager.seats().leases_of(key.lock());
         let evicted = manager.backend().force_release_semaphore(&key).await?;
+        manager.seats().evicted(key.lock(), ours);
         tracing::warn!(
             key = self.key(),
             evicted_permits = evicted.holder_count,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backend::{
-    Backend, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend,
+    Backend, LockDelay, MemoryBackend, RedisBackend, RedisConfig, RedlockBackend, SentinelBackend,
     SentinelCredentials, Sentinels, TlsConfig,
 };
 use crate::token::Identity;
@@ -28,6 +28,7 @@ impl Default for LockManagerBuilder {
             redis: RedisConfig {
                 connect_timeout: Duration::from_secs(1),
                 response_timeout: Duration::from_secs(1),
+                lock_delay: LockDelay::default(),
             },
             tls: TlsConfig::default(),
             sentinel_credentials: None,
@@ -88,6 +89,42 @@ impl LockManagerBuilder {
     /// well below your lock TTLs: a renewal slower than the lease counts as lost.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.redis.response_timeout = timeout;
+        self
+    }
+
+    /// How long a server that became the primary (a Sentinel failover, a
+    /// replica promoted by hand) or came back without its data (restarted
+    /// empty, or from a stale snapshot) grants no lock, permit or read/write
+    /// lease: every lease it may have lost must have ended first, or a second
+    /// holder could get in while the first still holds. Default: the longest
+    /// ttl this manager has asked for; when managers of the same keys use
+    /// different ttls, set the longest of them here. The server keeps the
+    /// delay (every manager honours it, also one started later), counted
+    /// from the first grant or renewal it is asked for after the change;
+    /// waiters wait through it; a lease whose grant is still on the server
+    /// is renewed. A server restarted empty learns it lost data from a
+    /// manager that was connected before (it saw the old `run_id`) or from a
+    /// holder's renewal; until then it grants as a new server would. One
+    /// server or Sentinel; Redis Cluster keeps no delay yet, Redlock its own
+    /// rule. See the guide, `leasehold::guide::deployments`, "Failover and
+    /// restarts".
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.redis.lock_delay = if delay.is_zero() {
+            LockDelay::Off
+        } else {
+            LockDelay::Fixed(delay)
+        };
+        self
+    }
+
+    /// Turns the [`lock_delay`](Self::lock_delay) off: locks are granted
+    /// again as soon as a promoted or restarted server answers, and a lease
+    /// that server lost may still be held, so two holders may run at once.
+    /// For users who choose availability over exclusion (and fence every
+    /// write). It also saves the delay's check, about a microsecond of server
+    /// time per grant and renewal (see BENCHMARKS.md).
+    pub fn risk_two_holders_after_failover(mut self) -> Self {
+        self.redis.lock_delay = LockDelay::Off;
         self
     }
 

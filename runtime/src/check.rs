@@ -40,9 +40,29 @@ pub struct NodeReport {
     /// The server's own commands that locks use on it instead of a script
     /// (`DELIFEQ`, `DELEX IFEQ`, `SET IFEQ`); empty when the scripts serve.
     pub native: Vec<&'static str>,
+    /// Where a primary stands in its lock-delay (see
+    /// [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay));
+    /// `None` when it grants as usual, or the manager keeps no delay.
+    pub lock_delay: Option<LockDelayState>,
     /// Why the node could not be checked; the manager works without it
     /// (a Sentinel, or a Redlock node beyond the quorum).
     pub failure: Option<LockError>,
+}
+
+/// A primary that grants nothing for now, or will not at its next grant,
+/// because it was promoted or restarted since it last granted a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockDelayState {
+    /// In its lock-delay: it grants no lock, permit or write lease for
+    /// `left` more, counted from the check.
+    Running {
+        /// What was left of the delay when the node was checked.
+        left: Duration,
+    },
+    /// Promoted or restarted since its last grant: its lock-delay starts at
+    /// the next grant or renewal asked of it.
+    Pending,
 }
 
 /// What a node is to the manager.
@@ -145,6 +165,7 @@ impl NodeReport {
             round_trip: None,
             server: None,
             native: Vec::new(),
+            lock_delay: None,
             failure: None,
         }
     }
@@ -185,7 +206,17 @@ impl fmt::Display for NodeReport {
         if !self.native.is_empty() {
             write!(f, ", native {}", self.native.join(", "))?;
         }
-        Ok(())
+        match self.lock_delay {
+            Some(LockDelayState::Running { left }) => write!(
+                f,
+                ", in its lock-delay (a failover or a restart): grants nothing for {:.1} s more",
+                left.as_secs_f64()
+            ),
+            Some(LockDelayState::Pending) => f.write_str(
+                ", promoted or restarted since its last grant: its lock-delay starts at the next grant",
+            ),
+            None => Ok(()),
+        }
     }
 }
 

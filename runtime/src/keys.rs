@@ -11,11 +11,13 @@
 //! writer in `base-rw:k`, its readers in `base-read:k`, its waiting writers'
 //! intents in `base-intent:k`, whether readers wait or have their turn in
 //! `base-rwturn:k`, and its writers' fencing counter in
-//! `base-rwfence:k`. Every lock key has `:` right after `base`, every
+//! `base-rwfence:k`. The namespace's node marker (the identity its server
+//! last granted under, for the lock-delay) is `base-node:`, with no user key
+//! after it. Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
-//! `rwfence:`, `rwturn:`, `record:`) is a prefix of another, so they cannot collide among
+//! `rwfence:`, `rwturn:`, `record:`, `node:`) is a prefix of another, so they cannot collide among
 //! themselves either.
 //!
 //! On Redis Cluster every name of one lock must live in one hash slot, so a
@@ -114,10 +116,10 @@ pub(crate) struct LockKey {
     /// The user key, then the names [`lock`](Self::lock),
     /// [`fence`](Self::fence), [`queue`](Self::queue),
     /// [`waiters`](Self::waiters), [`readers`](Self::readers) and
-    /// [`record`](Self::record).
+    /// [`record`](Self::record) and [`node`](Self::node).
     names: Box<str>,
-    /// Where each of those seven parts of `names` ends.
-    ends: [usize; 7],
+    /// Where each of those eight parts of `names` ends.
+    ends: [usize; 8],
 }
 
 impl LockKey {
@@ -169,6 +171,13 @@ impl LockKey {
         self.part(6)
     }
 
+    /// The namespace's node marker, `base-node:` (in the lock's slot when
+    /// hash-tagged): the identity its node last granted under and the end
+    /// of its lock-delay (see `node_delay` in `backend/scripts/prelude.lua`).
+    pub(crate) fn node(&self) -> &str {
+        self.part(7)
+    }
+
     /// The channel whose release messages wake this key's waiters: the lock
     /// key (for a semaphore its holder set, for a reader of a read/write
     /// lock its writer key), except for a writer of a read/write lock, which
@@ -192,9 +201,15 @@ impl std::fmt::Debug for LockKey {
             .field("waiters", &self.waiters())
             .field("readers", &self.readers())
             .field("record", &self.record())
+            .field("node", &self.node())
             .finish()
     }
 }
+
+/// What follows `base` in the name of the namespace's node marker: no
+/// user key follows it, and no lock key, whose user key is never empty, is
+/// named so.
+const NODE_ROLE: &str = "-node:";
 
 /// The prefixes of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +260,8 @@ impl KeySpace {
     }
 
     /// The [`LockKey`] of `kind` on `user` whose names (`{tag}base{role}user`)
-    /// have these `roles`: lock, fence, queue, waiters, readers and record.
+    /// have these `roles`: lock, fence, queue, waiters, readers and record;
+    /// then the namespace's node marker.
     fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
         let tag = self.tag(user);
         let name_len = tag.len() + self.base.len() + user.len();
@@ -253,17 +269,24 @@ impl KeySpace {
             + roles
                 .iter()
                 .map(|role| name_len + role.len())
-                .sum::<usize>();
+                .sum::<usize>()
+            + tag.len()
+            + self.base.len()
+            + NODE_ROLE.len();
         let mut names = String::with_capacity(size);
-        let mut ends = [0; 7];
+        let mut ends = [0; 8];
         names.push_str(user);
         ends[0] = names.len();
-        for (end, role) in ends[1..].iter_mut().zip(roles) {
+        for (end, role) in ends[1..7].iter_mut().zip(roles) {
             for part in [tag.as_str(), self.base.as_str(), role, user] {
                 names.push_str(part);
             }
             *end = names.len();
         }
+        for part in [tag.as_str(), self.base.as_str(), NODE_ROLE] {
+            names.push_str(part);
+        }
+        ends[7] = names.len();
         LockKey {
             kind,
             names: names.into_boxed_str(),
@@ -406,6 +429,17 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_lock_of_a_namespace_shares_its_node_marker_which_on_a_cluster_is_in_the_locks_slot() {
+        let keys = KeySpace::new("app".into());
+        assert_eq!(keys.key("k").node(), "app-node:");
+        assert_eq!(keys.semaphore("other").node(), "app-node:");
+        let tagged = KeySpace::hash_tagged("app".into()).key("order:{42}");
+        assert_eq!(tagged.node(), "{42}app-node:");
+        assert_eq!(tagged.lock(), "{42}app:order:{42}");
+        assert_eq!(tagged.user(), "order:{42}", "the parts before stay whole");
+    }
 
     #[test]
     fn a_namespace_gets_a_trailing_separator() {

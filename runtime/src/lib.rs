@@ -26,8 +26,10 @@
 //!   manager, renewing every lease at ttl/3 and reporting it lost when
 //!   renewal is refused or late; the `guard` core every guard holds
 //!   (`HeldLease`, released exactly once, on `release()` or drop); the lock
-//!   `scope` (the body under a lock, which owns it for re-entrancy); and the
-//!   `body` runner behind every `with_*` call.
+//!   `scope` (the body under a lock, which owns it for re-entrancy); the
+//!   `seats` that let one task of a manager hold a key at a time, whatever
+//!   a server that lost a grant answers; and the `body` runner behind every
+//!   `with_*` call.
 //! - **`acquire/`**: the one attempt→wait→retry engine of every kind: a
 //!   re-entry first, then attempts; a busy key is watched for releases,
 //!   retried when one wakes it, the blocking lease would end or its place on
@@ -82,7 +84,7 @@ pub mod __private {
 }
 
 pub use builder::LockManagerBuilder;
-pub use check::{CheckReport, NodeReport, NodeRole, Risk, Verdict};
+pub use check::{CheckReport, LockDelayState, NodeReport, NodeRole, Risk, Verdict};
 pub use duration::{parse_duration, DurationError, ACCEPTED_DURATIONS};
 pub use error::{Cause, LockError};
 pub use install::{install, installed};

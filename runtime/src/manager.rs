@@ -7,6 +7,7 @@ use crate::acquire::Taken;
 use crate::backend::Backend;
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
+use crate::lease::seats::Seats;
 use crate::lease::shutdown::Leases;
 use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
 use crate::lease::Lease;
@@ -45,6 +46,8 @@ struct ManagerInner {
     identity: Identity,
     /// What it holds, for `shutdown`.
     leases: Arc<Leases>,
+    /// Which of its tasks hold which keys (one holder per key, see `seats`).
+    seats: Arc<Seats>,
     /// The Tokio runtime it was built on, if any: a release whose own
     /// runtime ended before it could be sent is sent from there.
     runtime: Option<tokio::runtime::Handle>,
@@ -67,6 +70,7 @@ impl LockManager {
                 renewals: Arc::default(),
                 identity,
                 leases: Arc::default(),
+                seats: Arc::default(),
                 runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         }
@@ -223,6 +227,11 @@ impl LockManager {
     /// The leases this manager and its clones hold, and whether it is shut down.
     pub(crate) fn leases(&self) -> &Arc<Leases> {
         &self.inner.leases
+    }
+
+    /// The seats its tasks hold, key by key.
+    pub(crate) fn seats(&self) -> &Arc<Seats> {
+        &self.inner.seats
     }
 
     pub(crate) fn same_as(&self, other: &LockManager) -> bool {

@@ -31,6 +31,17 @@ async fn svc(server: &RedisServer, namespace: &str) -> LockManager {
         .expect("svc logs in")
 }
 
+/// As [`svc`], keeping no lock-delay: its uncontended attempt is a plain
+/// `SET NX`, not a script.
+async fn svc_without_lock_delay(server: &RedisServer, namespace: &str) -> LockManager {
+    LockManager::builder()
+        .namespace(namespace)
+        .risk_two_holders_after_failover()
+        .connect(&server.url_as("svc", ACL_PASSWORD))
+        .await
+        .expect("svc logs in")
+}
+
 /// The rule and message of `result`, which must be `PermissionDenied`.
 #[track_caller]
 fn denied<T>(result: Result<T, LockError>) -> (String, String) {
@@ -55,7 +66,7 @@ async fn guide_documents_the_exact_acl_the_suites_run_under() {
 #[tokio::test]
 async fn user_without_set_is_told_to_add_plus_set() {
     let server = server_without(&["+set"]);
-    let manager = svc(&server, "lock").await;
+    let manager = svc_without_lock_delay(&server, "lock").await;
     let (rule, message) = denied(manager.try_acquire("k", long()).await);
     assert_eq!(rule, "`+set`");
     assert!(message.contains("ACL SETUSER"), "{message}");
@@ -64,13 +75,31 @@ async fn user_without_set_is_told_to_add_plus_set() {
 #[tokio::test]
 async fn user_without_script_load_is_told_to_add_it() {
     let server = server_without(&["+script|load"]);
-    let manager = svc(&server, "lock").await;
+    let manager = svc_without_lock_delay(&server, "lock").await;
     let guard = manager
         .acquire("k", long())
         .await
         .expect("SET NX is allowed");
     let (rule, _) = denied(guard.release().await);
     assert_eq!(rule, "`+script|load`");
+}
+
+/// The lock-delay's check reads `INFO` inside the grant scripts: a user
+/// without it is refused (Redis does not name a command refused inside a
+/// script, so the error points at the README's whole ACL, which has
+/// `+info`, and `check()` names it); with the delay turned off it needs
+/// none.
+#[tokio::test]
+async fn user_without_info_is_refused_unless_the_lock_delay_is_off() {
+    let server = server_without(&["+info"]);
+    let manager = svc(&server, "lock").await;
+    let (rule, message) = denied(manager.try_acquire("k", long()).await);
+    assert!(rule.contains("least-privilege ACL"), "{message}");
+    let (rule, message) = denied(manager.check().await);
+    assert!(rule.contains("`+info`"), "{message}");
+    let unchecked = svc_without_lock_delay(&server, "lock").await;
+    let guard = unchecked.try_acquire("k", long()).await.unwrap();
+    assert!(guard.is_some(), "granted without the check");
 }
 
 #[tokio::test]

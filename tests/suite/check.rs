@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::support;
 
-use leasehold::{LockError, LockManager, NodeRole, Risk, Verdict};
+use leasehold::{LockDelayState, LockError, LockManager, LockOptions, NodeRole, Risk, Verdict};
 use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{
     cluster_manager, cluster_namespace, on_every_engine, sentinel_manager, sentinel_namespace,
@@ -103,8 +103,8 @@ async fn an_evicting_server_is_a_risk() {
 }
 
 /// A user missing two rules is told both at once, before any lock; the
-/// README's whole ACL passes, with only `INFO` (which locks do not need)
-/// refused.
+/// README's whole ACL passes, `INFO` (which the lock-delay reads) included,
+/// so the settings are read too.
 #[tokio::test]
 async fn every_missing_acl_rule_is_named_at_once() {
     let rules: Vec<String> = service_rules("lock", false)
@@ -135,7 +135,7 @@ async fn every_missing_acl_rule_is_named_at_once() {
     let report = locks.check().await.expect("the README's ACL is enough");
     assert_eq!(
         report.risks,
-        [Risk::SettingsUnreadable {
+        [Risk::NoAppendOnlyFile {
             node: report.nodes[0].address.clone()
         }],
         "{report}"
@@ -214,4 +214,64 @@ async fn in_memory_is_healthy_and_empty() {
     let report = LockManager::in_memory().check().await.unwrap();
     assert!(report.nodes.is_empty());
     assert_eq!(report.verdict(), Verdict::Healthy);
+}
+
+/// A replica promoted by hand: the check shows its lock-delay pending (it
+/// was promoted since its last grant), the first attempt starts the delay
+/// and is refused, a wait shorter than the delay times out, and the check
+/// then shows the delay running, with what is left of it (the delay is
+/// long, so it cannot have ended by then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_is_shown_in_its_lock_delay_and_when_it_ends() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.replica_of(&primary);
+    assert!(
+        leasehold_testkit::poll_until(Duration::from_secs(10), || {
+            replica
+                .command(&["INFO", "replication"])
+                .ok()
+                .and_then(|info| {
+                    info.as_str()
+                        .map(|info| info.contains("master_link_status:up"))
+                })
+                .unwrap_or(false)
+        }),
+        "replica in sync"
+    );
+    replica.promote();
+    let delay = Duration::from_secs(60);
+    let locks = builder()
+        .lock_delay(delay)
+        .connect(&replica.url())
+        .await
+        .unwrap();
+
+    let report = locks.check().await.expect("the promoted replica passes");
+    assert_eq!(
+        report.nodes[0].lock_delay,
+        Some(LockDelayState::Pending),
+        "{report}"
+    );
+    let first = locks
+        .try_acquire("k", LockOptions::new())
+        .await
+        .expect("answered");
+    assert!(first.is_none(), "granted during the lock-delay");
+    let waited = locks
+        .acquire("k", LockOptions::new().wait(Duration::from_millis(300)))
+        .await;
+    assert!(
+        matches!(waited, Err(LockError::Timeout { .. })),
+        "a wait shorter than the delay times out: {waited:?}"
+    );
+
+    let report = locks.check().await.expect("the promoted replica passes");
+    match report.nodes[0].lock_delay {
+        Some(LockDelayState::Running { left }) => {
+            assert!(left > Duration::ZERO && left <= delay, "{left:?}");
+        }
+        other => panic!("not in its lock-delay: {other:?} {report}"),
+    }
+    assert!(report.to_string().contains("in its lock-delay"), "{report}");
 }

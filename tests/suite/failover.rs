@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, FaultProxy, RedisServer, RespValue};
-use support::{assert_granted_twice, assert_not_replicated, connect, lock_value};
+use support::{assert_not_replicated, connect, lock_value};
 
 fn info_replication(server: &RedisServer) -> String {
     server
@@ -54,17 +54,28 @@ fn long_lease() -> LockOptions {
     LockOptions::new().ttl(Duration::from_secs(10))
 }
 
+/// A lease short enough that waiting out a lock-delay as long (the longest
+/// ttl asked for) keeps a test quick.
+fn short_lease() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(3))
+}
+
 /// The pitfall: the master grants the lock, dies before the grant reaches
-/// the replica, the replica is promoted and grants the same lock again.
+/// the replica, the replica is promoted and would grant the same lock again.
+/// Promoted, it keeps a lock-delay as long as the lease (the marker of the
+/// identity the master granted under never reached it): the lock is not
+/// granted again while the first lease may be valid, and a waiter gets it
+/// once the delay is over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
+async fn failover_to_a_lagging_replica_grants_no_lock_while_the_first_lease_may_be_valid() {
     let (mut master, replica, link) = master_and_proxied_replica();
     link.blackhole();
     let first = connect(&master.url()).await;
     let guard = first
-        .acquire("order-42", long_lease())
+        .acquire("order-42", short_lease().renew(false))
         .await
         .expect("master grants");
+    let first_lease_ends = guard.valid_until().expect("held");
 
     master.kill();
     replica.promote();
@@ -74,9 +85,22 @@ async fn failover_to_a_lagging_replica_grants_a_plain_lock_twice() {
         "the grant never reached the replica"
     );
     let second = connect(&replica.url()).await;
-    let rival = second.try_acquire("order-42", long_lease()).await.unwrap();
+    let rival = second.try_acquire("order-42", short_lease()).await.unwrap();
+    assert!(
+        rival.is_none(),
+        "the promoted replica granted the lock again during its lock-delay"
+    );
 
-    assert_granted_twice(&rival, &guard);
+    let wait = short_lease().wait(Duration::from_secs(60));
+    let waiter = tokio::time::timeout(Duration::from_secs(70), second.acquire("order-42", wait))
+        .await
+        .expect("the waiter returns within its wait")
+        .expect("the waiter gets the lock once the lock-delay is over");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease was valid"
+    );
+    assert!(!waiter.is_lost());
 }
 
 /// The same failover, with replicated acquire: the first acquisition is
@@ -108,7 +132,12 @@ async fn replicated_acquire_refuses_a_lock_the_replica_did_not_get() {
 
     master.kill();
     replica.promote();
-    let second = connect(&replica.url()).await;
+    // No lock-delay needed: no grant was kept that the replica could lack.
+    let second = LockManager::builder()
+        .risk_two_holders_after_failover()
+        .connect(&replica.url())
+        .await
+        .expect("connect to the promoted replica");
     let only = second.try_acquire("order-42", long_lease()).await.unwrap();
     assert!(only.is_some(), "the one and only holder");
 }

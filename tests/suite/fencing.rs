@@ -9,8 +9,8 @@ use std::time::Duration;
 use leasehold::{fencing_token, LockError, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, Engine, FaultProxy, RedisServer, RespValue};
 use support::{
-    acquire_after_restart, command_calls, connect, fence_counter, lock_value, long, poll_async,
-    redlock, FencedStore, Harness, StaleWrite, PROMPTLY,
+    acquire_after_restart, command_calls, connect, connect_without_lock_delay, fence_counter,
+    lock_value, long, poll_async, redlock, FencedStore, Harness, StaleWrite, PROMPTLY,
 };
 
 /// Takes `key`, writes to `store` with its token, releases it; returns the token.
@@ -229,7 +229,8 @@ async fn holder_whose_key_was_taken_over_gets_no_token_though_its_clock_says_hel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
     let mut server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    // It keeps the delayed-restart rule itself (below).
+    let locks = connect_without_lock_delay(&server.url()).await;
     let store = FencedStore::default();
     let ttl = Duration::from_millis(200);
 
@@ -260,7 +261,7 @@ async fn store_accepts_new_holder_after_lock_server_restarts_empty() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
     let mut server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    let locks = connect_without_lock_delay(&server.url()).await;
     let store = FencedStore::default();
 
     let t1 = write_under_lock(&locks, "doc:4", &store, "snapshotted").await;
@@ -330,7 +331,7 @@ async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
     let mut primary = RedisServer::start();
     let replica = RedisServer::start();
     replica.replica_of(&primary);
-    let locks = connect(&primary.url()).await;
+    let locks = connect_without_lock_delay(&primary.url()).await;
     let store = FencedStore::default();
 
     let t1 = write_under_lock(&locks, "doc:6", &store, "replicated").await;
@@ -349,7 +350,7 @@ async fn tokens_keep_increasing_after_failover_to_a_lagging_replica() {
     );
 
     primary.kill();
-    let promoted = connect(&replica.url()).await;
+    let promoted = connect_without_lock_delay(&replica.url()).await;
     let after = promoted.acquire("doc:6", LockOptions::new()).await.unwrap();
     assert!(
         after.fencing_token().await.unwrap() > t3,
@@ -455,8 +456,8 @@ async fn fenced_lock_and_its_token_come_from_one_script_call() {
         assert_eq!(script_calls(server) - scripts_before, 1, "one script call");
         assert_eq!(
             counts(server),
-            [set + 2, get, time + 1],
-            "SET NX PX of the lock and SET … GET of the counter, one TIME, no GET"
+            [set + 2, get + 1, time + 1],
+            "SET NX PX of the lock and SET … GET of the counter, one TIME; the lock-delay's GET of the node marker"
         );
         let token = guard.fencing_token().await.unwrap();
         assert_eq!(fence_counter(server, "doc:one"), Some(token));
@@ -524,7 +525,7 @@ async fn fenced_lock_whose_token_cannot_be_issued_is_taken_and_asks_again_on_req
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_tokens_keep_increasing_after_restart_from_a_stale_snapshot() {
     let mut server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    let locks = connect_without_lock_delay(&server.url()).await;
     let fenced = || LockOptions::new().fenced(true);
     let take = |locks: &LockManager| {
         let locks = locks.clone();

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{Engine, FaultProxy, RedisServer, RespValue};
 use support::{
-    command_calls, connect, fixed_lease, join_within, long, poll_async, waiting, NO_HANG, PROMPTLY,
+    command_calls, connect, connect_without_lock_delay, fixed_lease, join_within, long, poll_async,
+    waiting, NO_HANG, PROMPTLY,
 };
 use tokio::time::timeout;
 
@@ -448,10 +449,12 @@ async fn granted_waiter_that_cannot_confirm_loses_the_grant_to_the_next_waiter(e
     );
 }
 
+/// Without a lock-delay (with one, the attempt is `acquire.lua`, which
+/// checks the node: see `lock_delay.rs` and BENCHMARKS.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncontended_cycle_is_one_plain_set_and_one_release_script() {
     let server = RedisServer::start();
-    let locks = connect(&server.url()).await;
+    let locks = connect_without_lock_delay(&server.url()).await;
     // The first release loads the script (its EVALSHA fails with NOSCRIPT).
     let guard = locks
         .acquire(KEY, waiting(Duration::from_secs(1)))

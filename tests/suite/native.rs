@@ -18,8 +18,8 @@ use std::time::Duration;
 use leasehold::LockManager;
 use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{
-    command_calls, join_within, lock_value, long, poll_async, renewed, service_rules, waiting,
-    Harness, ACL_PASSWORD, PAST_ONE_TTL, PROMPTLY,
+    command_calls, connect_without_lock_delay, join_within, lock_value, long, poll_async, renewed,
+    service_rules, waiting, Harness, ACL_PASSWORD, PAST_ONE_TTL, PROMPTLY,
 };
 use tokio::time::sleep;
 
@@ -88,7 +88,10 @@ async fn hold_through_renewals(locks: &LockManager, key: &str) {
 /// script calls, so every `SET` counted here came from the client).
 async fn releases_and_renews_a_lock_with_its_own_commands_and_no_script(engine: Engine) {
     let h = Harness::on_engine(engine).await;
-    hold_through_renewals(&h.a, "k").await;
+    // Without a lock-delay: with one, the uncontended attempt is a script
+    // that checks the node (see `lock_delay.rs`).
+    let locks = connect_without_lock_delay(&h.server().url()).await;
+    hold_through_renewals(&locks, "k").await;
     let server = h.server();
     assert_eq!(
         command_calls(server, release_command(engine)),
@@ -227,7 +230,8 @@ fn acl_denials(server: &RedisServer, command: &str) -> i64 {
 }
 
 /// A server of `engine` whose user `svc` has the guide's least-privilege
-/// ACL plus `extra` rules, and a manager logged in as `svc`.
+/// ACL plus `extra` rules, and a manager logged in as `svc` (keeping no
+/// lock-delay: the native commands serve its uncontended cycle).
 async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager) {
     let rules = service_rules("lock", false);
     let rules: Vec<&str> = rules
@@ -239,7 +243,9 @@ async fn acl_server(engine: Engine, extra: &[&str]) -> (RedisServer, LockManager
         .engine(engine)
         .acl_user("svc", ACL_PASSWORD, &rules)
         .start();
-    let locks = LockManager::connect(&server.url_as("svc", ACL_PASSWORD))
+    let locks = LockManager::builder()
+        .risk_two_holders_after_failover()
+        .connect(&server.url_as("svc", ACL_PASSWORD))
         .await
         .expect("svc logs in");
     (server, locks)

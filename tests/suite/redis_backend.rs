@@ -198,7 +198,7 @@ async fn connect_to_server_that_never_answers_fails_instead_of_hanging() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_on_killed_server_fails_fast_and_recovers_after_restart() {
-    let mut h = Harness::redis().await;
+    let mut h = Harness::redis_without_lock_delay().await;
     h.a.acquire("k", long())
         .await
         .unwrap()
@@ -425,7 +425,7 @@ async fn redis_counter_read_modify_write_under_lock_loses_no_updates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_token_increases_after_restart_without_persistence() {
-    let mut h = Harness::redis().await;
+    let mut h = Harness::redis_without_lock_delay().await;
     let guard = h.a.acquire("k", long()).await.unwrap();
     let t1 = guard.fencing_token().await.unwrap();
     guard.release().await.unwrap();

@@ -17,9 +17,8 @@ use std::time::{Duration, Instant};
 use leasehold::{LockError, LockGuard, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue};
 use support::{
-    assert_granted_twice, assert_not_replicated, assert_subscribed_soon, holder_token,
-    lease_still_valid, lock_value, long, poll_async, sentinel_manager, shared_sentinel, within,
-    NO_HANG,
+    assert_not_replicated, assert_subscribed_soon, holder_token, lease_still_valid, lock_value,
+    long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
 };
 
 /// Connect and response timeouts of the managers of these tests, so that a
@@ -28,6 +27,10 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Bound on a manager finding the promoted primary after a failover.
 const FOLLOW: Duration = Duration::from_secs(60);
+
+/// The lease (and so the lock-delay) of the tests that wait for a lock-delay
+/// to end: short, to keep them quick.
+const SHORT_TTL: Duration = Duration::from_secs(4);
 
 /// How long a waiter may wait before the holder counts as having kept its
 /// lease across a failover: Sentinel demotes the old primary, which cuts its
@@ -38,6 +41,19 @@ const KEEP: Duration = Duration::from_secs(40);
 /// [`lock_value`] finds its keys) and the support layer's 500 ms timeouts.
 async fn manager(topology: &RedisSentinel) -> LockManager {
     sentinel_manager(topology, "lock").await
+}
+
+/// As [`manager`], keeping no lock-delay: for the tests that see which
+/// primary a manager follows by taking a lock there at once.
+async fn following_manager(topology: &RedisSentinel) -> LockManager {
+    LockManager::builder()
+        .namespace("lock")
+        .connect_timeout(TIMEOUT)
+        .response_timeout(TIMEOUT)
+        .risk_two_holders_after_failover()
+        .sentinel(topology.service_name(), topology.sentinel_urls())
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"))
 }
 
 /// Runs a blocking testkit step (a failover waits for the Sentinels) without
@@ -178,7 +194,7 @@ const ANNOUNCED: Duration = Duration::from_secs(3);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn manager_follows_an_announced_failover_before_the_old_primary_is_demoted() {
     let topology = RedisSentinel::start();
-    let locks = manager(&topology).await;
+    let locks = following_manager(&topology).await;
     locks
         .try_acquire("switch", long())
         .await
@@ -216,7 +232,7 @@ async fn manager_follows_an_announced_failover_before_the_old_primary_is_demoted
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_primary_gives_typed_errors_then_the_promoted_replica_serves() {
     let mut topology = RedisSentinel::start();
-    let follower = manager(&topology).await;
+    let follower = following_manager(&topology).await;
     follower
         .acquire("before", long())
         .await
@@ -276,7 +292,7 @@ async fn killed_primary_gives_typed_errors_then_the_promoted_replica_serves() {
 
     // Waiting works on the new primary: the waiter subscribes to the
     // release there, and the release hands it the lock.
-    let other = manager(&topology).await;
+    let other = following_manager(&topology).await;
     let held = other.acquire("handoff", long()).await.expect("free lock");
     let waiter = tokio::spawn(async move {
         follower
@@ -369,16 +385,23 @@ fn cut_replication(topology: &RedisSentinel) {
 }
 
 /// The pitfall: the primary grants the lock, crashes before the grant
-/// reaches a replica, Sentinel promotes that replica and it grants the same
-/// lock again.
+/// reaches a replica, Sentinel promotes that replica, and it would grant the
+/// same lock again. Its lock-delay (the marker of the identity it granted
+/// under never reached it, and it was promoted) refuses every grant, also to
+/// a manager started after the promotion, until the first lease has ended;
+/// a waiter gets the lock then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failover_to_a_replica_that_missed_the_grant_grants_a_plain_lock_twice() {
+async fn failover_to_a_replica_that_missed_the_grant_grants_no_lock_until_the_first_lease_ended() {
     let mut topology = RedisSentinel::start();
     let first = manager(&topology).await;
     cut_replication(&topology);
-    let guard = within(first.acquire("order-42", long()))
+    // A short lease, so that the lock-delay (the longest ttl asked for)
+    // is short too.
+    let unrenewed = || LockOptions::new().ttl(SHORT_TTL).renew(false);
+    let guard = within(first.acquire("order-42", unrenewed()))
         .await
         .expect("the primary grants");
+    let first_lease_ends = guard.valid_until().expect("held");
 
     blocking(|| topology.kill_primary());
     assert_eq!(
@@ -387,11 +410,92 @@ async fn failover_to_a_replica_that_missed_the_grant_grants_a_plain_lock_twice()
         "the grant never reached the promoted replica"
     );
     let second = manager(&topology).await;
-    let rival = within(second.try_acquire("order-42", long()))
-        .await
-        .expect("the promoted replica answers");
+    let rival = until_answered(FOLLOW, "the second manager", || {
+        second.try_acquire("order-42", unrenewed())
+    })
+    .await;
+    assert!(
+        rival.is_none() || !lease_still_valid(&guard),
+        "the promoted replica granted the lock again while the first lease is valid"
+    );
+    assert!(rival.is_none(), "granted during the lock-delay");
 
-    assert_granted_twice(&rival, &guard);
+    let wait = FOLLOW;
+    let waiter = tokio::time::timeout(
+        wait + NO_HANG,
+        second.acquire("order-42", unrenewed().wait(wait)),
+    )
+    .await
+    .expect("the waiter returns within its wait")
+    .expect("the waiter gets the lock once the lock-delay ended");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease was valid"
+    );
+    assert!(lease_still_valid(&waiter));
+}
+
+/// The same crash seen by one manager that keeps no lock-delay: a second
+/// task's attempt reaches the promoted replica, which grants the lock again,
+/// but the manager gives it back while its first task's lease is valid; the
+/// second task waiting for the lock gets it once the first task released it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failover_to_a_replica_that_missed_the_grant_gives_a_second_task_of_the_manager_no_lock() {
+    let mut topology = RedisSentinel::start();
+    let locks = following_manager(&topology).await;
+    cut_replication(&topology);
+    let unrenewed = || long().renew(false);
+    let first = within(locks.acquire("order-42", unrenewed()))
+        .await
+        .expect("the primary grants");
+
+    blocking(|| topology.kill_primary());
+    let second = until_answered(FOLLOW, "the second task", || {
+        locks.try_acquire("order-42", unrenewed())
+    })
+    .await;
+    assert!(
+        second.is_none(),
+        "two tasks of one manager hold the lock at once"
+    );
+    assert!(lease_still_valid(&first), "the first task's lease is valid");
+
+    let mut waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.acquire("order-42", unrenewed().wait(FOLLOW)).await }
+    });
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut waiter)
+            .await
+            .is_err(),
+        "a waiting task got the lock while the first task holds it"
+    );
+    // The promoted replica never had the first lease: not ours there.
+    let _ = first.release().await;
+    let waiter = within(waiter)
+        .await
+        .expect("the waiting task")
+        .expect("the waiting task gets the lock once the first released it");
+    assert!(lease_still_valid(&waiter));
+}
+
+/// Calls `attempt` every 100 ms, for at most `limit`, until it answers
+/// anything but `LockError::Connection` (the error of a failover under way).
+async fn until_answered<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, LockError>>,
+{
+    let deadline = Instant::now() + limit;
+    for _ in 0..limit.as_millis() / 100 + 1 {
+        match within(attempt()).await {
+            Ok(answer) => return answer,
+            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
+            Err(other) => panic!("{what}: unexpected error during failover: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: no answer within {limit:?}");
 }
 
 /// The same crash with replicated acquire: no replica acknowledged, so the
@@ -415,7 +519,8 @@ async fn replicated_acquire_refuses_a_lock_no_replica_received() {
     );
 
     blocking(|| topology.kill_primary());
-    let second = manager(&topology).await;
+    // No lock-delay needed: no grant was kept that the replica could lack.
+    let second = following_manager(&topology).await;
     let only = within(second.try_acquire("order-42", long()))
         .await
         .expect("the promoted replica answers");
@@ -437,9 +542,10 @@ async fn deaf_manager(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>
 /// The other way a grant misses the new primary: a former primary that
 /// Sentinel has replaced but not yet turned into a replica (it does so 8 to
 /// 20 s later) still grants locks to a manager that did not hear of the
-/// failover, and the new primary grants them again.
+/// failover. The new primary was promoted, so it keeps its lock-delay and
+/// does not grant them again while those grants may be held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
+async fn plain_lock_granted_by_a_replaced_primary_is_not_granted_again_during_the_lock_delay() {
     let topology = RedisSentinel::start();
     let (stale, _silenced) = deaf_manager(&topology).await;
     let old_primary = topology.primary().addr();
@@ -460,7 +566,11 @@ async fn plain_lock_granted_by_a_replaced_primary_is_granted_again() {
         .await
         .expect("the new primary answers");
 
-    assert_granted_twice(&rival, &first);
+    assert!(
+        rival.is_none(),
+        "the new primary granted the lock again while the replaced primary's grant is valid"
+    );
+    assert!(lease_still_valid(&first));
 }
 
 /// The same failover with replicated acquire: the replaced primary has no
@@ -505,7 +615,7 @@ async fn replicated_acquire_is_refused_by_a_replaced_primary() {
     within(moved.release())
         .await
         .expect("release on the new primary");
-    let fresh = manager(&topology).await;
+    let fresh = following_manager(&topology).await;
     let only =
         within(fresh.try_acquire("order-42", long().min_replicas(1, Duration::from_secs(2))))
             .await
@@ -676,7 +786,9 @@ fn subscriber_ids(sentinel: &RedisServer) -> Vec<u64> {
     ids
 }
 
-/// A manager reaching `topology`'s Sentinels through one proxy each.
+/// A manager reaching `topology`'s Sentinels through one proxy each,
+/// keeping no lock-delay: the tests that use it find where it locks by
+/// taking a lock on the new primary at once.
 async fn manager_through(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
     let proxies: Vec<FaultProxy> = topology
         .sentinels()
@@ -686,6 +798,7 @@ async fn manager_through(topology: &RedisSentinel) -> (LockManager, Vec<FaultPro
     let locks = LockManager::builder()
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
+        .risk_two_holders_after_failover()
         .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
         .await
         .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));

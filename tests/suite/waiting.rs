@@ -81,7 +81,7 @@ async fn waiters_on_many_keys_subscribing_at_once_are_all_woken_by_their_release
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_is_woken_by_a_release_after_redis_restarted() {
-    let mut h = Harness::redis().await;
+    let mut h = Harness::redis_without_lock_delay().await;
     // Subscribe and unsubscribe once, so the notification connection is in use.
     let holder = h.b.acquire("k", long()).await.unwrap();
     let before = tokio::spawn({

@@ -10,7 +10,7 @@ use leasehold_testkit::{RedisCluster, RedisServer};
 
 /// Every command a lock service sends, on its own or from the lock scripts
 /// (word for word the guide's ACL line).
-pub const SERVICE_COMMANDS: &str = "+set +evalsha +script|load +publish +spublish +subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +role +cluster|slots +get +del +exists +pexpire +pexpireat +pttl +time +zadd +zcard +zcount +zrange +zrangebyscore +zrem +zremrangebyscore +zscore +hset +hget +hdel";
+pub const SERVICE_COMMANDS: &str = "+set +evalsha +script|load +publish +spublish +subscribe +ssubscribe +unsubscribe +sunsubscribe +ping +wait +role +info +cluster|slots +get +del +exists +pexpire +pexpireat +pttl +time +zadd +zcard +zcount +zrange +zrangebyscore +zrem +zremrangebyscore +zscore +hset +hget +hdel";
 
 /// The password of the least-privilege users.
 pub const ACL_PASSWORD: &str = "least-privilege-pw";

@@ -45,14 +45,3 @@ pub fn lease_still_valid(guard: &LockGuard) -> bool {
         .valid_until()
         .is_some_and(|until| until > Instant::now())
 }
-
-/// Asserts the double grant an asynchronous failover allows: `rival` got
-/// the lock from the promoted node while `first`'s lease is still valid.
-#[track_caller]
-pub fn assert_granted_twice(rival: &Option<LockGuard>, first: &LockGuard) {
-    assert!(rival.is_some(), "the promoted node grants the lock again");
-    assert!(
-        lease_still_valid(first),
-        "while the first holder's lease is still valid: two holders"
-    );
-}

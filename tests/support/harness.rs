@@ -48,6 +48,22 @@ impl Harness {
         Harness::on_server(RedisServer::start()).await
     }
 
+    /// As [`redis`](Self::redis), both managers keeping no lock-delay: for
+    /// the tests that restart the server empty and take a lock on it at once
+    /// (with the delay, managers that knew the server before would wait it
+    /// out: see `lock_delay.rs`).
+    pub async fn redis_without_lock_delay() -> Harness {
+        let server = RedisServer::start();
+        let a = connect_without_lock_delay(&server.url()).await;
+        let b = connect_without_lock_delay(&server.url()).await;
+        Harness {
+            a,
+            b,
+            server: Some(server),
+            _shared: None,
+        }
+    }
+
     /// As [`redis`](Self::redis), on a fresh server of `engine` (a
     /// `valkey-server` 9.1 or a `redis-server` 8.6 needs its variable, see
     /// [`Engine`]: without it this panics with what to run).
@@ -248,6 +264,18 @@ impl Harness {
 /// Connects a manager with default settings, panicking with the cause on failure.
 pub async fn connect(url: &str) -> LockManager {
     LockManager::connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
+}
+
+/// A manager on the server at `url` that keeps no lock-delay
+/// (`risk_two_holders_after_failover`): for the tests of what the
+/// uncontended path sends, and of what fencing tokens or following a
+/// failover do on their own.
+pub async fn connect_without_lock_delay(url: &str) -> LockManager {
+    LockManager::builder()
+        .risk_two_holders_after_failover()
+        .connect(url)
         .await
         .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
 }

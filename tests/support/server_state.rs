@@ -56,13 +56,14 @@ pub fn subscribed_channels(server: &RedisServer, pattern: &str) -> Vec<String> {
 }
 
 /// The keys the server holds that match the glob `pattern`, fencing
-/// counters aside (they outlive every lease on purpose).
+/// counters and the namespace's node marker aside (they outlive every lease
+/// on purpose).
 pub fn keys_besides_fences(server: &RedisServer, pattern: &str) -> Vec<String> {
     match server.command(&["KEYS", pattern]) {
         Ok(RespValue::Array(keys)) => keys
             .iter()
             .filter_map(|key| key.as_str().map(str::to_owned))
-            .filter(|key| !key.contains("fence"))
+            .filter(|key| !key.contains("fence") && !key.contains("-node:"))
             .collect(),
         other => panic!("KEYS replied {other:?}"),
     }

@@ -32,6 +32,13 @@
 //!   in the background with the token it was sent with; a retry with that
 //!   token could be granted and then undone. Past the wait or the ride-out,
 //!   the last connection error is the result.
+//! - **One holder per key in this process.** A grant takes a seat of the
+//!   key in the manager (`lease::seats`) before it becomes a lease: a lock
+//!   or write lease sits alone, a reader beside readers, a permit among at
+//!   most the semaphore's permits. A grant that finds no free seat (a
+//!   failover or a restart lost the grant of a task of this manager that
+//!   still holds the key) is given back; the waiter waits for that holder
+//!   to release or lose its lease, then asks again (one attempt: `Busy`).
 //! - **Cancellation.** Dropped at any `.await`, an acquisition leaves nothing
 //!   behind: an attempt in flight, a place in a queue and an intent are
 //!   undone by [`pending::PendingAcquire`].
@@ -48,6 +55,7 @@ use crate::backend::{Attempt, Backend, Claim, PermitAttempt, Taking};
 use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
 use crate::lease::guard::LockGuard;
+use crate::lease::seats::Share;
 use crate::lease::{scope, Lease};
 use crate::options::MinReplicas;
 use crate::telemetry::MetricLabel;
@@ -190,6 +198,15 @@ impl Ask {
             }
         }
         Ok((options.ttl_millis()?, None))
+    }
+
+    /// How its lease shares the key with this process's other holders.
+    fn share(self) -> Share {
+        match self {
+            Ask::Lock | Ask::Write => Share::Alone,
+            Ask::Read => Share::Reader,
+            Ask::Permit { permits } => Share::OneOf(permits),
+        }
     }
 
     /// The guard of a nested acquisition of a lock whose `lease` the running
@@ -414,7 +431,7 @@ async fn run(
     } else {
         request.attempt(first_place, 0).await?
     };
-    let taken = match outcome {
+    let mut taken = match outcome {
         Outcome::Granted { .. } => Some(Taken {
             sent,
             first_lease: None,
@@ -444,15 +461,42 @@ async fn run(
             Box::pin(request.wait(started, wait, queue_behind)).await?
         }
     };
-    let Some(taken) = taken else {
-        tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
-        return Ok(None);
+    // One holder per key in this process: a grant while another task of
+    // this manager holds the key (a failover or a restart lost that
+    // holder's grant) is given back, and the waiter waits for that holder
+    // to release or lose its lease, then asks the server again.
+    let (taken, seat) = loop {
+        let Some(granted) = taken else {
+            tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
+            return Ok(None);
+        };
+        let ends = match manager.seats().take(key.lock(), ask.share()) {
+            Ok(seat) => break (granted, seat),
+            Err(ends) => ends,
+        };
+        fence = None;
+        drop(request.start_over());
+        tracing::warn!(key = user, kind = ask.name(), "granted while another task of this manager holds it (a failover or a restart lost that holder's grant): given back, waiting for that holder to release or lose its lease");
+        if wait.is_zero() {
+            let remaining = ends.map(|ends| ends.saturating_duration_since(Instant::now()));
+            return Err(busy(user, remaining));
+        }
+        let deadline = started.checked_add(wait);
+        if !manager
+            .seats()
+            .until_free(key.lock(), ask.share(), deadline)
+            .await
+        {
+            return Ok(None);
+        }
+        taken = Box::pin(request.wait(started, wait, false)).await?;
     };
     tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "acquired");
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
     let lease = manager.start_lease(key, token, options, taken, label.clone());
+    lease.sit(seat);
     let guard = LockGuard::owner(lease);
     match fence {
         Some((fence, issued_at)) => guard.lease().keep_fence(fence, issued_at),

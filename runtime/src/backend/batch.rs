@@ -119,12 +119,14 @@ fn plain_first<'c, 'a>(claims: &'c [Claim<'a>]) -> impl Iterator<Item = &'c Clai
 
 /// Runs `renew_batch.lua` once on one server for claims of one ttl: for
 /// each claim, in order, whether its lease was still ours there and is
-/// now extended. The call is written straight into one command buffer (no
-/// allocation per argument), and the script loaded when the server does
-/// not know it yet.
+/// now extended; none is while the node is in its lock-delay of
+/// `lock_delay_ms` (0: none). The call is written straight into one command
+/// buffer (no allocation per argument), and the script loaded when the
+/// server does not know it yet.
 pub(super) async fn renew_each(
     connection: &mut (impl ConnectionLike + Send),
     claims: &[Claim<'_>],
+    lock_delay_ms: u64,
 ) -> Result<Vec<bool>, RedisError> {
     let Some(first) = claims.first() else {
         return Ok(Vec::new());
@@ -141,15 +143,18 @@ pub(super) async fn renew_each(
         .iter()
         .map(|claim| leased_name(claim).len() + claim.token.as_str().len())
         .sum();
-    let mut call = Cmd::with_capacity(2 * claims.len() + 5, names + 96);
-    call.arg("EVALSHA").arg(script.get_hash()).arg(claims.len());
+    let mut call = Cmd::with_capacity(2 * claims.len() + 7, names + 128);
+    call.arg("EVALSHA")
+        .arg(script.get_hash())
+        .arg(claims.len() + 1);
     for claim in plain_first(claims) {
         call.arg(leased_name(claim));
     }
-    call.arg(first.ttl_ms).arg(plain);
+    call.arg(first.key.node()).arg(first.ttl_ms).arg(plain);
     for claim in plain_first(claims) {
         call.arg(claim.token.as_str());
     }
+    call.arg(lock_delay_ms);
     let answers: Vec<u8> = match call.query_async(connection).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             script.load_async(connection).await?;

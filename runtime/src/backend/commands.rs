@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
+use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
@@ -18,24 +19,28 @@ use crate::token::OwnerToken;
 pub(super) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Reads the `{granted, value}` reply of `acquire.lua`: granted, or the
-/// holder's remaining TTL in ms (negative: none).
+/// holder's remaining TTL in ms (negative: none), or what is left of the
+/// node's lock-delay (`granted` 2), after which it may be granted.
 pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
     if granted == 1 {
-        Attempt::Acquired
-    } else {
-        Attempt::Busy {
-            remaining: u64::try_from(value).ok().map(Duration::from_millis),
-        }
+        return Attempt::Acquired;
     }
+    let remaining = u64::try_from(value).ok().map(Duration::from_millis);
+    if granted == 2 {
+        tracing::warn!(?remaining, "the server grants no lock during its lock-delay: it was promoted or restarted without its data (a failover), and a lease it granted before may still be held");
+    }
+    Attempt::Busy { remaining }
 }
 
 /// The invocation of `acquire.lua`: take the lock for `ttl_ms`, or, when it
 /// is busy and `queue_for` is not zero, keep a place in its waiter queue for
-/// that long.
+/// that long; nothing is granted while the node is in the lock-delay
+/// `check` keeps.
 pub(super) fn acquire_invocation(
     claim: Claim<'_>,
     queue_for: Duration,
     seq: u64,
+    check: NodeCheck<'_>,
 ) -> redis::ScriptInvocation<'static> {
     let Claim { key, token, ttl_ms } = claim;
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
@@ -44,11 +49,13 @@ pub(super) fn acquire_invocation(
         .key(key.queue())
         .key(key.waiters())
         .key(key.record())
+        .key(key.node())
         .arg(token.as_str())
         .arg(ttl_ms)
         .arg(millis(queue_for))
         .arg(seq)
-        .arg(RECORD_KEPT_MS);
+        .arg(RECORD_KEPT_MS)
+        .arg(check);
     invocation
 }
 
@@ -76,6 +83,28 @@ pub(super) async fn try_set(
     })
 }
 
+/// The uncontended attempt where the node keeps the lock-delay of
+/// `check`: `try_set_checked.lua`, the node's check then what [`try_set`]
+/// sends. Busy during the delay, with what is left of it.
+pub(super) async fn try_set_checked(
+    connection: &mut (impl ConnectionLike + Send),
+    claim: Claim<'_>,
+    check: NodeCheck<'_>,
+) -> Result<Attempt, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let reply: i64 = run_script!(
+        scripts::TRY_SET_CHECKED,
+        connection,
+        keys [key.lock(), key.node()],
+        args [token.as_str(), ttl_ms, check]
+    )?;
+    Ok(match reply {
+        1 => Attempt::Acquired,
+        0 => Attempt::Busy { remaining: None },
+        delayed => attempt_from_reply(2, -delayed),
+    })
+}
+
 /// `SET key value`, for the caller to add its options (at most four
 /// arguments: `NX PX ms`, `IFEQ value PX ms`): allocated once at its full
 /// size, where `redis::cmd` grows its buffers argument by argument, since
@@ -90,17 +119,19 @@ pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
 /// Runs `acquire_fenced.lua` once on one server: `SET key token NX PX ttl`
 /// (as [`try_set`], busy when held, but with the holder's remaining TTL)
 /// and, when it took the lock, the lock's next fencing token from the same
-/// call (`None` if it could not be issued).
+/// call (`None` if it could not be issued); busy while the node is in its
+/// lock-delay `check` keeps, with what is left of it.
 pub(super) async fn try_set_fenced(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
+    check: NodeCheck<'_>,
 ) -> Result<(Attempt, Option<u64>), RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let reply: i64 = run_script!(
         scripts::ACQUIRE_FENCED,
         connection,
-        keys [key.lock(), key.fence()],
-        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms)]
+        keys [key.lock(), key.fence(), key.node()],
+        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms), check]
     )?;
     Ok(fenced_attempt_from_reply(reply))
 }
@@ -118,14 +149,15 @@ fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
 }
 
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
-/// busy, it reports the holder's remaining TTL.
+/// busy, it reports the holder's remaining TTL (or the lock-delay's).
 pub(super) async fn acquire(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
     queue_for: Duration,
     seq: u64,
+    check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq)
+    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq, check)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))
@@ -133,21 +165,22 @@ pub(super) async fn acquire(
 
 /// Runs `release.lua` once on one server: whether our lock was released.
 /// With a `grant_window`, the lock goes straight to the first queued waiter
-/// for that long (it confirms by renewing); zero never grants. `sharded`:
-/// the release message goes out by SPUBLISH (Redis Cluster).
+/// for that long (it confirms by renewing); zero never grants, nor does a
+/// node in its lock-delay of `lock_delay_ms` (0: none). `sharded`: the
+/// release message goes out by SPUBLISH (Redis Cluster).
 pub(super) async fn release(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
-    grant_window: Duration,
+    (grant_window, lock_delay_ms): (Duration, u64),
     sharded: bool,
 ) -> Result<bool, RedisError> {
     let script = scripts::RELEASE.on(sharded);
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.waiters(), key.record()],
-        args [token.as_str(), millis(grant_window), RECORD_KEPT_MS]
+        keys [key.lock(), key.queue(), key.waiters(), key.record(), key.node()],
+        args [token.as_str(), millis(grant_window), RECORD_KEPT_MS, lock_delay_ms]
     )?;
     Ok(released == 1)
 }
@@ -179,14 +212,20 @@ pub(super) async fn issue_fence(
     Ok(u64::try_from(fence).ok())
 }
 
-/// Runs `renew.lua` once on one server: whether our lease was extended.
+/// Runs `renew.lua` once on one server: whether our lease was extended
+/// (never while the node is in its lock-delay of `lock_delay_ms`; 0: none).
 pub(super) async fn renew(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
+    lock_delay_ms: u64,
 ) -> Result<bool, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let renewed: i64 =
-        run_script!(scripts::RENEW, connection, keys [key.lock()], args [token.as_str(), ttl_ms])?;
+    let renewed: i64 = run_script!(
+        scripts::RENEW,
+        connection,
+        keys [key.lock(), key.node()],
+        args [token.as_str(), ttl_ms, lock_delay_ms]
+    )?;
     Ok(renewed == 1)
 }
 

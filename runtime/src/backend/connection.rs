@@ -12,6 +12,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::acl::permission_denied;
+use super::lock_delay::LockDelay;
 use crate::{Cause, LockError};
 
 /// Time limits of the Redis connections.
@@ -21,6 +22,8 @@ pub(crate) struct RedisConfig {
     pub(crate) connect_timeout: Duration,
     /// Longest time to wait for the answer to one command.
     pub(crate) response_timeout: Duration,
+    /// What a server that was promoted or lost its data grants nothing for.
+    pub(crate) lock_delay: LockDelay,
 }
 
 /// The settings of every command connection: the configured time limits,

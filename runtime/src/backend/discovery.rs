@@ -345,12 +345,14 @@ fn sentinel_settings(credentials: Option<&SentinelCredentials>) -> RedisConnecti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::LockDelay;
 
     fn sentinels_with(urls: &[&str], credentials: Option<&SentinelCredentials>) -> Sentinels {
         let urls: Vec<String> = urls.iter().map(|url| (*url).to_owned()).collect();
         let config = RedisConfig {
             connect_timeout: Duration::from_millis(100),
             response_timeout: Duration::from_millis(200),
+            lock_delay: LockDelay::default(),
         };
         Sentinels::new("svc", &urls, config, &TlsConfig::default(), credentials)
             .unwrap_or_else(|err| panic!("{err}"))

@@ -14,6 +14,7 @@ mod cluster_link;
 mod commands;
 mod connection;
 mod discovery;
+mod lock_delay;
 mod memory;
 mod native;
 mod notify;
@@ -37,6 +38,7 @@ pub(crate) use self::admin::{
 };
 pub(crate) use self::connection::RedisConfig;
 pub(crate) use self::discovery::{SentinelCredentials, Sentinels};
+pub(crate) use self::lock_delay::LockDelay;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::places::{PlaceRefresh, PlacesSeen};
 pub(crate) use self::redis::RedisBackend;

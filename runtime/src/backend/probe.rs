@@ -23,7 +23,7 @@ use redis::{Client, Cmd, RedisError, RedisResult, Value};
 use super::acl::permission_denied;
 use super::connection::lock_error;
 use super::native::{server_of, Native, NativeRelease};
-use crate::check::{CheckReport, NodeReport, NodeRole, Risk};
+use crate::check::{CheckReport, LockDelayState, NodeReport, NodeRole, Risk};
 use crate::keys::LockKey;
 use crate::LockError;
 
@@ -74,6 +74,10 @@ pub(super) struct Needs<'a> {
     pub(super) sentinel: bool,
     /// The native commands the locks use on this node.
     pub(super) native: Native,
+    /// Whether the grant scripts keep a lock-delay there, which reads
+    /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
+    /// manager saw when it connected (empty if unknown).
+    pub(super) lock_delay: Option<&'a str>,
 }
 
 /// What one node's probe found.
@@ -126,6 +130,10 @@ pub(super) async fn probe(
         Ok(info) => {
             let text = redis::from_redis_value::<String>(info).unwrap_or_default();
             probed.risks = risks_in(&probed.node.address, &text);
+            if let Some(seen) = needs.lock_delay {
+                let marker = needs.key.node();
+                probed.node.lock_delay = lock_delay_of(via, marker, &text, seen).await;
+            }
         }
         Err(err) if permission_denied(&err).is_some() => {
             probed.risks.push(Risk::SettingsUnreadable {
@@ -276,6 +284,9 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
     if needs.sentinel {
         commands.push(command(&["ROLE"]));
     }
+    if needs.lock_delay.is_some() {
+        commands.push(command(&["INFO", "replication"]));
+    }
     match needs.native.release {
         Some(NativeRelease::DelIfEq) => commands.push(command(&["DELIFEQ", lock, "probe"])),
         Some(NativeRelease::DelExIfEq) => {
@@ -284,6 +295,53 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
         None => {}
     }
     commands
+}
+
+/// Where the node stands in its lock-delay: its node marker (`marker_key`)
+/// read against its identity in `INFO`'s `text`, the `run_id` the manager
+/// saw (`seen`) and its clock.
+async fn lock_delay_of(
+    via: &mut Via,
+    marker_key: &str,
+    text: &str,
+    seen: &str,
+) -> Option<LockDelayState> {
+    let marker = via.run(redis::cmd("GET").arg(marker_key)).await.ok()?;
+    let marker: Option<String> = redis::from_redis_value(marker).ok()?;
+    let now_ms = server_time(via).await? / 1000;
+    lock_delay_in(text, marker.as_deref(), seen, now_ms)
+}
+
+/// What `node_delay` in `scripts/prelude.lua` would decide now (`now_ms`,
+/// the server's clock) on a node whose `INFO` is `text` and whose node
+/// marker is `marker`: running when the marker is of this identity and its
+/// end is ahead, pending when the identity changed since (or a node with no
+/// marker was promoted, or runs another process than the manager saw,
+/// `seen`), none otherwise.
+fn lock_delay_in(
+    text: &str,
+    marker: Option<&str>,
+    seen: &str,
+    now_ms: u64,
+) -> Option<LockDelayState> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or_default()
+    };
+    let identity = format!("{}:{}", field("run_id"), field("master_replid"));
+    let promoted = field("master_replid2").chars().any(|c| c != '0');
+    let restarted = !seen.is_empty() && seen != field("run_id");
+    let Some((marked, until_ms)) = marker.and_then(|marker| marker.split_once(' ')) else {
+        return (promoted || restarted).then_some(LockDelayState::Pending);
+    };
+    if marked != identity {
+        return Some(LockDelayState::Pending);
+    }
+    let left = until_ms.parse::<u64>().ok()?.checked_sub(now_ms)?;
+    (left > 0).then(|| LockDelayState::Running {
+        left: Duration::from_millis(left),
+    })
 }
 
 /// The risks that `INFO`'s `text` shows on `node`.
@@ -341,5 +399,46 @@ mod tests {
         let guarded =
             "role:master\r\nconnected_slaves:2\r\nmin_slaves_good_slaves:2\r\naof_enabled:1\r\n";
         assert!(risks_in("n:1", guarded).is_empty());
+    }
+
+    #[test]
+    fn the_node_marker_read_against_the_identity_shows_the_lock_delay() {
+        let info = |replid2: &str| {
+            format!("run_id:r1\r\nmaster_replid:a1\r\nmaster_replid2:{replid2}\r\n")
+        };
+        let never_promoted = info("0000");
+        let promoted = info("b2");
+        let running = Some(LockDelayState::Running {
+            left: Duration::from_millis(1_500),
+        });
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("r1:a1 0"), "r1", 10_000),
+            None
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("r1:a1 11500"), "r1", 10_000),
+            running
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("r1:a1 9000"), "r1", 10_000),
+            None
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("r0:a0 0"), "r1", 10_000),
+            Some(LockDelayState::Pending),
+            "restarted or promoted since the marker was written"
+        );
+        assert_eq!(lock_delay_in(&never_promoted, None, "r1", 10_000), None);
+        assert_eq!(lock_delay_in(&never_promoted, None, "", 10_000), None);
+        assert_eq!(
+            lock_delay_in(&never_promoted, None, "r0", 10_000),
+            Some(LockDelayState::Pending),
+            "restarted empty since the manager connected"
+        );
+        assert_eq!(
+            lock_delay_in(&promoted, None, "r1", 10_000),
+            Some(LockDelayState::Pending),
+            "promoted before the marker reached it"
+        );
     }
 }

@@ -10,6 +10,7 @@
 //! is pipelined behind the acquisition, so it reaches the same primary.
 //! Releases are announced on sharded channels (see `notify`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::cluster_async::ClusterConnection;
@@ -21,9 +22,10 @@ use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedSta
 use super::batch::{renew_each, Renewal};
 use super::commands::{
     acquire, acquire_invocation, attempt_from_reply, confirm, hold_down, issue_fence, release,
-    renew, try_set, try_set_fenced,
+    renew, try_set, try_set_checked, try_set_fenced,
 };
 use super::connection::{lock_error, RedisConfig};
+use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
@@ -57,6 +59,13 @@ pub(crate) struct RedisBackend {
     /// The server's own compare-and-delete and compare-and-renew (one
     /// server only: a cluster's nodes may run different versions).
     native: NativeCommands,
+    /// The longest ttl asked for, shared with the backend of the primary
+    /// a Sentinel failover leads to (the default lock-delay).
+    longest_ttl: Arc<LongestTtl>,
+    /// The server's `run_id` when this backend connected (empty when
+    /// unknown, or no lock-delay is kept): a server without a marker that
+    /// runs another process was restarted empty since (see `NodeCheck`).
+    seen_run_id: Box<str>,
 }
 
 impl RedisBackend {
@@ -95,6 +104,12 @@ impl RedisBackend {
         };
         let native = NativeCommands::new(native);
         let notifications = Notifications::open(std::slice::from_ref(&target), config).await;
+        let seen_run_id = match &target {
+            Target::Server(_) if config.lock_delay != LockDelay::Off => {
+                run_id(&mut commands.clone()).await
+            }
+            _ => Box::default(),
+        };
         Ok(RedisBackend {
             target,
             config,
@@ -102,7 +117,37 @@ impl RedisBackend {
             notifications,
             replicated: OnceCell::new(),
             native,
+            longest_ttl: Arc::default(),
+            seen_run_id,
         })
+    }
+
+    /// This backend, counting its longest ttl with `previous`'s: the
+    /// primary a failover led to keeps the lock-delay its predecessor's
+    /// leases need.
+    pub(crate) fn succeeding(mut self, previous: &RedisBackend) -> Self {
+        self.longest_ttl = Arc::clone(&previous.longest_ttl);
+        self
+    }
+
+    /// The lock-delay in ms that a step for a lease of `ttl_ms` asks the
+    /// server to keep (see `lock_delay`): on one server, for every kind;
+    /// none yet on a cluster, whose markers would have to live in each
+    /// lock's slot.
+    fn lock_delay_ms(&self, ttl_ms: u64) -> u64 {
+        match self.target {
+            Target::Server(_) => self.config.lock_delay.millis_for(ttl_ms, &self.longest_ttl),
+            Target::Cluster(_) => 0,
+        }
+    }
+
+    /// What a grant step for a lease of `ttl_ms` tells the server to keep
+    /// the lock-delay (see [`lock_delay_ms`](Self::lock_delay_ms)).
+    fn node_check(&self, ttl_ms: u64) -> NodeCheck<'_> {
+        NodeCheck {
+            delay_ms: self.lock_delay_ms(ttl_ms),
+            seen_run_id: &self.seen_run_id,
+        }
     }
 
     /// One attempt; a busy lock keeps (or gives) us a place in its waiter
@@ -123,10 +168,13 @@ impl RedisBackend {
             return Box::pin(self.try_lock_replicated(claim, replicas, queue_for)).await;
         }
         let connection = &mut self.commands.clone();
-        let reply = if queue_for.is_zero() {
-            try_set(connection, claim).await
-        } else {
-            acquire(connection, claim, queue_for, seq).await
+        // A plain `SET NX` cannot check the lock-delay: with one, the
+        // uncontended attempt is a script.
+        let check = self.node_check(claim.ttl_ms);
+        let reply = match (queue_for.is_zero(), check.delay_ms) {
+            (true, 0) => try_set(connection, claim).await,
+            (true, _) => try_set_checked(connection, claim, check).await,
+            (false, _) => acquire(connection, claim, queue_for, seq, check).await,
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
@@ -139,7 +187,8 @@ impl RedisBackend {
         &self,
         claim: Claim<'_>,
     ) -> Result<(Attempt, Option<u64>), LockError> {
-        let reply = try_set_fenced(&mut self.commands.clone(), claim).await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = try_set_fenced(&mut self.commands.clone(), claim, check).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -154,7 +203,7 @@ impl RedisBackend {
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(claim, queue_for, 0);
+        let invocation = acquire_invocation(claim, queue_for, 0, self.node_check(claim.ttl_ms));
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -235,7 +284,8 @@ impl RedisBackend {
         claim: Claim<'_>,
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
-        let reply = acquire_permit(&mut self.commands.clone(), claim, permits).await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = acquire_permit(&mut self.commands.clone(), claim, (permits, check)).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -253,7 +303,8 @@ impl RedisBackend {
             KeyKind::Write => &*scripts::RW_WRITE_ACQUIRE,
             _ => &*scripts::RW_READ_ACQUIRE,
         };
-        let reply = acquire_rw(&mut self.commands.clone(), script, claim, place).await;
+        let check = self.node_check(claim.ttl_ms);
+        let reply = acquire_rw(&mut self.commands.clone(), script, claim, (place, check)).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -279,7 +330,7 @@ impl RedisBackend {
                     return answer;
                 }
             }
-            release_any(commands, key, token, sharded).await
+            release_any(commands, key, token, (sharded, self.lock_delay_ms(0))).await
         })
         .await
     }
@@ -293,9 +344,12 @@ impl RedisBackend {
 
     /// Renews with the server's compare-and-renew where it has one and the
     /// lease is a lock's or a writer's, falling back to the scripts (see
-    /// `native`).
+    /// `native`). A native renewal that fails is sent again as the script,
+    /// which also tells a server restarted without its data that it lost
+    /// grants (see `node_delay` in `prelude.lua`).
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         let key = claim.key;
+        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
         self.on_commands(async |commands, _| match key.kind {
             KeyKind::Lock | KeyKind::Write => {
                 if self.native.renew() {
@@ -304,10 +358,10 @@ impl RedisBackend {
                         return answer;
                     }
                 }
-                renew(commands, claim).await
+                renew(commands, claim, lock_delay_ms).await
             }
-            KeyKind::Semaphore => renew_member(commands, key.lock(), claim).await,
-            KeyKind::Read => renew_member(commands, key.readers(), claim).await,
+            KeyKind::Semaphore => renew_member(commands, key.lock(), claim, lock_delay_ms).await,
+            KeyKind::Read => renew_member(commands, key.readers(), claim, lock_delay_ms).await,
         })
         .await
     }
@@ -347,8 +401,9 @@ impl RedisBackend {
         };
         let (key, token, ttl) = (claim.key.clone(), claim.token.clone(), claim.ttl());
         let (mut connection, sharded) = (connection.clone(), self.target.sharded_pubsub());
+        let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
         runtime.spawn(async move {
-            let release = release_any(&mut connection, &key, &token, sharded);
+            let release = release_any(&mut connection, &key, &token, (sharded, lock_delay_ms));
             let _ = tokio::time::timeout(ttl, release).await;
         });
         err
@@ -462,6 +517,8 @@ impl RedisBackend {
                     cluster: false,
                     sentinel,
                     native: self.native.in_use(),
+                    lock_delay: (self.config.lock_delay != LockDelay::Off)
+                        .then_some(&*self.seen_run_id),
                 };
                 let Target::Server(client) = &self.target else {
                     return Ok(report);
@@ -481,6 +538,7 @@ impl RedisBackend {
                     cluster: true,
                     sentinel,
                     native: Native::default(),
+                    lock_delay: None,
                 };
                 for (host, port) in cluster_primaries(connection.clone()).await? {
                     let address = format!("{host}:{port}");
@@ -522,8 +580,12 @@ impl RedisBackend {
         let renewed = match claims {
             [claim] => vec![self.renew(*claim).await?],
             _ => {
-                self.on_commands(async |commands, _| renew_each(commands, claims).await)
-                    .await?
+                // One look at the node per batch (of one ttl).
+                let lock_delay_ms = self.lock_delay_ms(claims[0].ttl_ms);
+                self.on_commands(async |commands, _| {
+                    renew_each(commands, claims, lock_delay_ms).await
+                })
+                .await?
             }
         };
         Ok(renewed.into_iter().map(Renewal::from_server).collect())
@@ -538,10 +600,13 @@ async fn release_any(
     connection: &mut Commands,
     key: &LockKey,
     token: &OwnerToken,
-    sharded: bool,
+    (sharded, lock_delay_ms): (bool, u64),
 ) -> Result<bool, RedisError> {
     match key.kind {
-        KeyKind::Lock => release(connection, key, token, GRANT_WINDOW, sharded).await,
+        KeyKind::Lock => {
+            let handing = (GRANT_WINDOW, lock_delay_ms);
+            release(connection, key, token, handing, sharded).await
+        }
         KeyKind::Semaphore => release_member(connection, key.lock(), token, sharded).await,
         KeyKind::Read => release_member(connection, key.readers(), token, sharded).await,
         KeyKind::Write => release_write(connection, key, token, sharded).await,

@@ -99,6 +99,7 @@ use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedSta
 use super::batch::{renew_each, Renewal};
 use super::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::connection::{lock_error, manager_config, open_manager, RedisConfig};
+use super::lock_delay::NodeCheck;
 use super::native::Native;
 use super::notify::Notifications;
 use super::probe::{probe, settle, Needs, Via};
@@ -116,6 +117,10 @@ use crate::{redact_url, LockError};
 /// Shortest ttl a Redlock lease may have: below it the safety margin and two
 /// round trips leave next to no validity.
 const MIN_TTL: Duration = Duration::from_millis(10);
+
+/// Redlock keeps its own rule for a node that lost its data (it must stay
+/// down for a ttl, see the README): its nodes run no lock-delay check.
+const NO_LOCK_DELAY: u64 = 0;
 /// Shortest and longest pause before retrying after a split vote, in ms.
 const JITTER_MS: (u64, u64) = (5, 50);
 
@@ -181,6 +186,7 @@ impl RedlockBackend {
             cluster: false,
             sentinel: false,
             native: Native::default(),
+            lock_delay: None,
         };
         let probes = futures_util::future::join_all(self.nodes.iter().map(|node| {
             let mut via = Via::Server(node.commands.clone());
@@ -339,7 +345,7 @@ impl RedlockBackend {
         let mut round = Round::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0).await },
+            |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0, NodeCheck::OFF).await },
             |index, reply| {
                 match reply {
                     Ok(Attempt::Acquired) => round.granted += 1,
@@ -414,7 +420,7 @@ impl RedlockBackend {
         let mut tally = Tally::default();
         self.on_every_node(
             self.node_timeout(claim.ttl()),
-            |mut node| async move { renew(&mut node, claim).await },
+            |mut node| async move { renew(&mut node, claim, NO_LOCK_DELAY).await },
             |index, reply| {
                 tally.record(index, reply);
                 false
@@ -697,7 +703,16 @@ impl RedlockBackend {
         let mut tally = Tally::default();
         self.on_every_node(
             timeout,
-            |mut node| async move { release(&mut node, key, token, Duration::ZERO, false).await },
+            |mut node| async move {
+                release(
+                    &mut node,
+                    key,
+                    token,
+                    (Duration::ZERO, NO_LOCK_DELAY),
+                    false,
+                )
+                .await
+            },
             |index, reply| {
                 tally.record(index, reply);
                 false
@@ -789,7 +804,7 @@ impl RedlockBackend {
         let mut failed = Vec::new();
         self.on_every_node(
             self.node_timeout(ttl),
-            |mut node| async move { renew_each(&mut node, claims).await },
+            |mut node| async move { renew_each(&mut node, claims, NO_LOCK_DELAY).await },
             |index, reply| {
                 match reply {
                     Ok(renewed) => {

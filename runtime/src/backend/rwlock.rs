@@ -21,6 +21,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisError, Script};
 
 use super::commands::attempt_from_reply;
+use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
@@ -36,19 +37,20 @@ pub(crate) const READERS_TURN: Duration = Duration::from_secs(1);
 /// unless a writer holds the lock or waits for it (and it is not the
 /// readers' turn), a writer if nobody holds the lock. Blocked, unless
 /// `place` is zero, a reader marks that a reader waits, a writer keeps its
-/// intent (holding new readers back), for that long.
+/// intent (holding new readers back), for that long. Nothing is granted
+/// while the node is in the lock-delay `check` keeps.
 pub(super) async fn acquire_rw(
     connection: &mut (impl ConnectionLike + Send),
     script: &Script,
     claim: Claim<'_>,
-    place: Duration,
+    (place, check): (Duration, NodeCheck<'_>),
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = run_script!(
         script,
         connection,
-        keys [key.lock(), key.readers(), key.queue(), key.waiters()],
-        args [token.as_str(), ttl_ms, millis(place)]
+        keys [key.lock(), key.readers(), key.queue(), key.waiters(), key.node()],
+        args [token.as_str(), ttl_ms, millis(place), check]
     )?;
     Ok(attempt_from_reply(granted, value))
 }

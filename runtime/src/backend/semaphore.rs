@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
+use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::Claim;
 use crate::token::OwnerToken;
@@ -43,33 +44,40 @@ impl PermitAttempt {
 }
 
 /// Runs `semaphore_acquire.lua` once: a permit of `claim`'s key, if fewer
-/// than `permits` are held.
+/// than `permits` are held and the node is not in the lock-delay `check`
+/// keeps.
 pub(super) async fn acquire_permit(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
-    permits: u32,
+    (permits, check): (u32, NodeCheck<'_>),
 ) -> Result<PermitAttempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = run_script!(
         scripts::SEMAPHORE_ACQUIRE,
         connection,
-        keys [key.lock()],
-        args [token.as_str(), ttl_ms, permits]
+        keys [key.lock(), key.node()],
+        args [token.as_str(), ttl_ms, permits, check]
     )?;
     Ok(PermitAttempt::from_reply(granted, value))
 }
 
 /// Runs `member_renew.lua` once on the lease set `set` (a semaphore's
 /// holders, or a read/write lock's readers): whether the claim's lease in
-/// it was extended.
+/// it was extended. The node is looked at for the lock-delay of
+/// `lock_delay_ms` (0: none) as `renew.lua` does.
 pub(super) async fn renew_member(
     connection: &mut (impl ConnectionLike + Send),
     set: &str,
     claim: Claim<'_>,
+    lock_delay_ms: u64,
 ) -> Result<bool, RedisError> {
     let args = (claim.token.as_str(), claim.ttl_ms);
-    let renewed: i64 =
-        run_script!(scripts::MEMBER_RENEW, connection, keys [set], args [args.0, args.1])?;
+    let renewed: i64 = run_script!(
+        scripts::MEMBER_RENEW,
+        connection,
+        keys [set, claim.key.node()],
+        args [args.0, args.1, lock_delay_ms]
+    )?;
     Ok(renewed == 1)
 }
 

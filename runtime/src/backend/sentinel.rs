@@ -271,7 +271,7 @@ impl Shared {
         )
         .await
         {
-            Ok(Ok(primary)) => primary,
+            Ok(Ok(primary)) => primary.succeeding(&current.primary),
             Ok(Err(err)) => {
                 tracing::warn!(service, primary = %found.addr, error = %err, "cannot connect to the new primary; the next failed call tries again");
                 return;

@@ -4,6 +4,7 @@
 pub(crate) mod body;
 pub(crate) mod guard;
 pub(crate) mod scope;
+pub(crate) mod seats;
 pub(crate) mod shutdown;
 pub(crate) mod status;
 pub(crate) mod watchdog;
@@ -16,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::backend::Claim;
 use crate::keys::{KeyKind, LockKey};
+use crate::lease::seats::Seat;
 use crate::lease::status::{LeaseStatus, StatusCell};
 use crate::lease::watchdog::Watchdog;
 use crate::telemetry::MetricLabel;
@@ -52,6 +54,8 @@ pub(crate) struct Lease {
     release_claimed: AtomicBool,
     /// The `lock.hold` span, open from the grant to the end of the hold.
     span: Mutex<Option<tracing::Span>>,
+    /// Its key's seat in this process, given up when the hold ends.
+    seat: Mutex<Option<Seat>>,
 }
 
 impl Lease {
@@ -94,7 +98,16 @@ impl Lease {
             ended: AtomicBool::new(false),
             release_claimed: AtomicBool::new(false),
             span: Mutex::new(Some(span)),
+            seat: Mutex::new(None),
         }
+    }
+
+    /// Keeps `seat` of this lease's key in this process until the hold
+    /// ends; it is free for another task of this manager once the lease is
+    /// lost.
+    pub(crate) fn sit(&self, seat: Seat) {
+        seat.set_lease(self.status.clone());
+        *self.seat.lock().unwrap_or_else(PoisonError::into_inner) = Some(seat);
     }
 
     /// This lease as a backend step's claim, for a lease of `ttl_ms`.
@@ -122,6 +135,12 @@ impl Lease {
             return;
         }
         self.manager.leases().forget(self.id);
+        drop(
+            self.seat
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let held = self.granted_at.elapsed();
         let lost = self.is_lost();
         self.label.held(held, lost);

@@ -84,6 +84,10 @@ impl Publishing {
     }
 }
 
+/// The uncontended attempt where a lock-delay is kept: the node's check,
+/// then `SET NX PX`; see `try_set_checked.lua`.
+pub(crate) static TRY_SET_CHECKED: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("try_set_checked.lua")));
 /// SET NX PX in arrival order when waiters queue, joining the queue when
 /// busy, or confirming a hand-off; see `acquire.lua`.
 pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("acquire.lua")));
@@ -120,9 +124,9 @@ pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| {
     with_prelude(&[include_str!("fence_issue.lua"), include_str!("fence.lua")].concat())
 });
 /// `SET NX PX` and, when it takes the lock, its fencing token, in one call;
-/// see `acquire_fenced.lua`. Without the prelude: it needs none of it.
+/// see `acquire_fenced.lua`. With the prelude's lock-delay check only.
 pub(crate) static ACQUIRE_FENCED: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_prelude(
         &[
             include_str!("fence_issue.lua"),
             include_str!("acquire_fenced.lua"),

@@ -174,3 +174,61 @@ local function raise_fence(counter_key, retention_ms)
   redis.call('SET', counter_key, text, 'PX', retention_ms)
   return text
 end
+
+-- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
+-- to primary, or restarted without its data or from a stale snapshot, may
+-- have lost grants whose holders still believe them valid, so it grants and
+-- hands over nothing until `delay_ms` after it first sees the change (a
+-- lease still held there is renewed: its grant survived). Decided in
+-- the script that grants or renews, so every manager honours it and no grant
+-- slips in between the change and the delay. The marker, one key per
+-- namespace, holds 'RUN_ID:REPLID UNTIL': the identity this node last
+-- granted under (its process's run_id, new at every start; its replication
+-- id, new at a promotion and at a start without its data) and the server ms
+-- its delay ends (0: none). Another identity in the marker (promoted,
+-- restarted from a snapshot), no marker on a node that was promoted (it never
+-- reached it), no marker when a lease is `renewed` or released (the data
+-- that held it was lost), or no marker on a node whose run_id is not the one
+-- the caller saw when it connected (restarted empty since) starts a delay. A
+-- node never promoted and never marked, of the run_id the caller saw (or
+-- the caller saw none), is new: it marks itself and grants. `check` is the
+-- caller's argument 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'; a DELAY_MS of 0
+-- turns the check off. Returns the ms left of the delay; 0 when the node
+-- may grant.
+local function node_delay(marker_key, check, renewed)
+  local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
+  if delay_ms <= 0 then
+    return 0
+  end
+  local server = redis.call('INFO', 'server')
+  local replication = redis.call('INFO', 'replication')
+  local run_at = string.find(server, 'run_id:', 1, true) + 7
+  local replid_at = string.find(replication, 'master_replid:', 1, true) + 14
+  local identity = string.sub(server, run_at, run_at + 39) .. ':'
+    .. string.sub(replication, replid_at, replid_at + 39)
+  local marker = redis.call('GET', marker_key)
+  if marker == identity .. ' 0' then
+    return 0
+  end
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local marked, until_ms = string.match(marker or '', '^(%S+) (%d+)$')
+  if marked == identity then
+    local left = tonumber(until_ms) - now_ms
+    if left > 0 then
+      return left
+    end
+    redis.call('SET', marker_key, identity .. ' 0')
+    return 0
+  end
+  local second_at = string.find(replication, 'master_replid2:', 1, true) + 15
+  local promoted = string.find(string.sub(replication, second_at, second_at + 39), '[^0]')
+  local seen = string.match(check, ' (%x+)$')
+  local same_process = not seen or seen == string.sub(server, run_at, run_at + 39)
+  if not marker and not promoted and not renewed and same_process then
+    redis.call('SET', marker_key, identity .. ' 0')
+    return 0
+  end
+  redis.call('SET', marker_key, identity .. ' ' .. string.format('%.0f', now_ms + delay_ms))
+  return delay_ms
+end

@@ -4,10 +4,13 @@
 -- KEYS[3]  waiter places
 -- KEYS[4]  the lock's record (see keys.rs): deleted with the lock, or
 --          noting the hand-off
+-- KEYS[5]  the namespace's node marker (see node_delay in prelude.lua)
 -- ARGV[1]  owner token
 -- ARGV[2]  grant window in milliseconds; 0 never grants (Redlock, whose
 --          nodes must not hand a lock over one by one)
 -- ARGV[3]  how long the record of a grant is kept, in milliseconds
+-- ARGV[4]  the lock-delay in milliseconds (0: none): a node in its delay
+--          hands nothing over; it deletes the lock and wakes the waiters
 -- Returns 1 when our lock was released, 0 when it was no longer ours (then
 -- the token also leaves the queue: a waiter that gives up calls this; the
 -- last to leave clears the holder's waiters' mark, see prelude.lua).
@@ -56,7 +59,7 @@ if window > 0 then
     return 1
   end
   local first = first_live_waiter(KEYS[2], KEYS[3])
-  if first then
+  if first and node_delay(KEYS[5], ARGV[4], true) == 0 then
     local expires, seq, refreshed, lease = place_of(KEYS[3], first)
     local granted_ms, left_ms = 0, 0
     if seq and seq > 0 then

@@ -6,14 +6,19 @@
 -- (its token), so the server parses and interns as little as it can.
 -- KEYS[1..n]    the keys of the plain leases
 -- KEYS[n+1..]   the lease sets of the members
+-- KEYS[#KEYS]   the namespace's node marker (see node_delay in prelude.lua)
 -- ARGV[1]       the new lease of every one, in milliseconds
 -- ARGV[2]       n, how many of KEYS are plain leases
 -- ARGV[2+i]     the owner token of the lease at KEYS[i]
+-- ARGV[#ARGV]   the lock-delay in milliseconds (0: none): the node is
+--               looked at as renew.lua does (a lease still found is renewed)
 -- Returns one character per key, in order, as one string: '1' when extended,
 -- '0' when it is gone or someone else's (one reply to build and parse, not
 -- one integer per lease).
 local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
+local leases = #KEYS - 1
 local renewed = {}
+node_delay(KEYS[#KEYS], ARGV[#ARGV], true)
 for i = 1, plain do
   local key, token = KEYS[i], ARGV[2 + i]
   local value = redis.call('GET', key)
@@ -23,7 +28,7 @@ for i = 1, plain do
     renewed[i] = '1'
   end
 end
-for i = plain + 1, #KEYS do
+for i = plain + 1, leases do
   local key, token = KEYS[i], ARGV[2 + i]
   local now_ms = drop_expired_permits(key)
   renewed[i] = '0'

@@ -6,10 +6,14 @@
 --          when its place expires (server ms)
 -- KEYS[4]  readers' turn: `waiting` while a reader waits, `turn` for a
 --          moment after a writer left while one waited
+-- KEYS[5]  the namespace's node marker (see node_delay in prelude.lua)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lease or not; else, when it is blocked, mark that
 --          a reader waits, for this many milliseconds
+-- ARGV[4]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay): in the node's delay
+--          the answer is {2, ms}, nothing granted nor kept for ms more
 -- Returns {1, 0}: the read lease is ours, for ARGV[2] from now,
 --         {0, ms}: a writer holds the lock (ms: its remaining lease) or
 --            waits for it (ms: until its place expires unless refreshed);
@@ -26,6 +30,10 @@
 -- Expired readers and intents are dropped first, so a crashed reader blocks
 -- writers at most until its own lease ends.
 local token, lease, stay = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local delayed = node_delay(KEYS[5], ARGV[4], false)
+if delayed > 0 then
+  return {2, delayed}
+end
 local now_ms = drop_expired_permits(KEYS[2])
 drop_expired_permits(KEYS[3])
 local expires = string.format('%.0f', now_ms + lease)

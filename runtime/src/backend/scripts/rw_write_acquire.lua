@@ -3,10 +3,14 @@
 -- KEYS[2]  readers
 -- KEYS[3]  writers' intents
 -- KEYS[4]  readers' turn (see rw_read_acquire.lua)
+-- KEYS[5]  the namespace's node marker (see node_delay in prelude.lua)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  0 to take the lock or not; else, when it is held, keep (or
 --          refresh) this writer's intent for this many milliseconds
+-- ARGV[4]  the lock-delay check, 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'
+--          (DELAY_MS 0: none; see node_delay): in the node's delay
+--          the answer is {2, ms}, nothing granted nor kept for ms more
 -- Returns {1, 0}: the write lease is ours (the writer key holds our token
 --            with a TTL of ARGV[2]); our intent, if any, is withdrawn,
 --         {0, ms}: held by a writer (ms: its remaining lease), by readers
@@ -22,6 +26,10 @@
 -- ARGV[3]. During the readers' turn no writer gets in. Fencing tokens are
 -- issued on request by fence.lua, whose lock key is the writer key.
 local token, lease, stay = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local delayed = node_delay(KEYS[5], ARGV[4], false)
+if delayed > 0 then
+  return {2, delayed}
+end
 local now_ms = drop_expired_permits(KEYS[2])
 drop_expired_permits(KEYS[3])
 local writer = redis.call('GET', KEYS[1])

@@ -1,0 +1,154 @@
+//! The lock-delay of a server that came back without its data: a lease it
+//! granted before may still be held, so it grants nothing (to any manager,
+//! also one started after the restart) until that lease has ended, and a
+//! waiter gets the lock then. (Promoted replicas: `failover.rs` and
+//! `sentinel.rs`.)
+//!
+//! Each test starts its own `redis-server` on a free 127.0.0.1 port. Every
+//! loop is bounded in count and time.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use leasehold::{LockError, LockOptions};
+use leasehold_testkit::RedisServer;
+use support::{connect, NO_HANG};
+
+use crate::one_holder::answered;
+
+const KEY: &str = "order-42";
+
+/// The holder's lease: renewed every 2 s, so a renewal reaches the
+/// restarted server well before the lease could end.
+fn renewed() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(6))
+}
+
+/// A server restarted empty under a renewed lease: the holder's next
+/// renewal finds its lease gone from a server that holds no marker of the
+/// identity it granted under, which starts the delay and fails, so the
+/// holder learns it lost the lease; until the delay ends (the ttl, from
+/// that renewal on, so after the lease's last possible end), no manager is
+/// granted the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_grants_no_lock_while_a_lease_it_lost_may_be_valid() {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let guard = holder.acquire(KEY, renewed()).await.unwrap();
+
+    let first_lease_ends = guard.valid_until().expect("held");
+    server.restart_empty();
+    tokio::time::timeout(NO_HANG, guard.lost())
+        .await
+        .expect("the holder learns it lost the lease");
+
+    let other = connect(&server.url()).await;
+    let rival = tokio::time::timeout(NO_HANG, other.try_acquire(KEY, renewed()))
+        .await
+        .expect("answered");
+    match rival {
+        Ok(None) => {}
+        Ok(Some(_)) => panic!("the restarted server granted the lock during its lock-delay"),
+        Err(err) => panic!("the restarted server did not answer: {err:?}"),
+    }
+
+    let wait = Duration::from_secs(30);
+    let waiter = tokio::time::timeout(wait + NO_HANG, other.acquire(KEY, renewed().wait(wait)))
+        .await
+        .expect("the waiter returns within its wait");
+    let waiter = match waiter {
+        Ok(guard) => guard,
+        Err(LockError::Timeout { .. }) => panic!("the lock-delay never ended"),
+        Err(err) => panic!("the waiter failed: {err:?}"),
+    };
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease may have been valid"
+    );
+    assert!(!waiter.is_lost());
+}
+
+/// The same for a permit: the holder's renewal of its permit starts the
+/// delay; a manager started after the restart gets no permit of the
+/// 1-permit semaphore while the first may be valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_grants_no_permit_while_one_it_lost_may_be_valid() {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let permit = holder.semaphore(KEY, 1).acquire(renewed()).await.unwrap();
+
+    let first_lease_ends = permit.valid_until().expect("held");
+    server.restart_empty();
+    tokio::time::timeout(NO_HANG, permit.lost())
+        .await
+        .expect("the holder learns it lost the permit");
+
+    let other = connect(&server.url()).await;
+    let rival = tokio::time::timeout(NO_HANG, other.semaphore(KEY, 1).try_acquire(renewed()))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(rival, Ok(None)),
+        "the restarted server granted a permit during its lock-delay: {rival:?}"
+    );
+    let writer = tokio::time::timeout(NO_HANG, other.rwlock(KEY).try_acquire_write(renewed()))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(writer, Ok(None)),
+        "the restarted server granted a write lease during its lock-delay: {writer:?}"
+    );
+
+    let wait = Duration::from_secs(30);
+    let waiter = tokio::time::timeout(
+        wait + NO_HANG,
+        other.semaphore(KEY, 1).acquire(renewed().wait(wait)),
+    )
+    .await
+    .expect("the waiter returns within its wait")
+    .expect("the waiter gets the permit once the lock-delay ended");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got a permit while the first may have been valid"
+    );
+    assert!(!waiter.is_lost());
+}
+
+/// A lease that is not renewed, short so that waiting out a lock-delay as
+/// long stays quick: nothing tells the restarted server of it but the
+/// managers that knew the server before.
+fn unrenewed() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(3)).renew(false)
+}
+
+/// A server restarted empty under a lease nobody renews: a manager that was
+/// connected before the restart (it saw the old process's `run_id`) finds no
+/// marker on a server of another process, which starts the delay at once;
+/// it gets the lock only after the first lease has ended, never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_grants_no_lock_to_a_manager_that_knew_it_before() {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let rival = connect(&server.url()).await;
+    let guard = holder.acquire(KEY, unrenewed()).await.unwrap();
+    let first_lease_ends = guard.valid_until().expect("held");
+
+    server.restart_empty();
+    let granted = answered(|| rival.try_acquire(KEY, unrenewed())).await;
+    assert!(
+        granted.is_none(),
+        "the restarted server granted the lock again to a manager that knew it before"
+    );
+
+    let wait = Duration::from_secs(30);
+    let waiter = tokio::time::timeout(wait + NO_HANG, rival.acquire(KEY, unrenewed().wait(wait)))
+        .await
+        .expect("the waiter returns within its wait")
+        .expect("the waiter gets the lock once the lock-delay ended");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease may have been valid"
+    );
+    assert!(!waiter.is_lost());
+}
