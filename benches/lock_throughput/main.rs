@@ -29,7 +29,8 @@
 //! user would pick instead, each with its own idiomatic cycle ([`peers`]: rslock,
 //! distributed-lock-redis). Workloads: U1, U32 and C8 in this
 //! process ([`workloads`]), X4x2 in 4 worker processes ([`cross_process`]),
-//! F-U1 and F-U32 (with fencing tokens), P-U1 and P-U32 (beside the peers), R3-U1 and M-U1 (U1 on Redlock, and
+//! F-U1 and F-U32 (with fencing tokens), D-U1 and D-U32 (with and without the
+//! lock-delay), P-U1 and P-U32 (beside the peers), R3-U1 and M-U1 (U1 on Redlock, and
 //! through the attribute), CL-U32 (U32 on the cluster; the cluster starts
 //! only when CL-U32 is selected), `held`, N leases held at once ([`held`]), and
 //! `parked`, 1 000 waiters parked on one held key in 4 worker processes ([`parked`]). Commands sent are counted in one more, smaller run
@@ -164,6 +165,26 @@ const TABLES: &[Table] = &[
             },
             Workload {
                 name: "F-U32",
+                run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
+            },
+        ],
+    },
+    Table {
+        title: "D-U1, D-U32: what the lock-delay's check costs (`INFO server` and `INFO \
+                replication` inside every granting and renewing script): ours against ours \
+                on a manager without it, and raw, on one redis-server.",
+        subjects: &[Subject::Ours, Subject::OursWithoutDelay, Subject::Raw],
+        workloads: &[
+            Workload {
+                name: "D-U1",
+                run: |side, scale| Box::pin(workloads::u1(side, scale)),
+                rounds: 3,
+                figures: UNCONTENDED,
+            },
+            Workload {
+                name: "D-U32",
                 run: |side, scale| Box::pin(workloads::u32_tasks(side, scale)),
                 rounds: 3,
                 figures: UNCONTENDED,

@@ -20,6 +20,9 @@ const NAMESPACE: &str = "ours:";
 pub enum Subject {
     /// `acquire` (ttl 10 s, wait 10 s) and `release` on the one server.
     Ours,
+    /// As `Ours`, on a manager without the lock-delay
+    /// (`risk_two_holders_after_failover`): what the delay's check costs.
+    OursWithoutDelay,
     /// As `Ours` with `LockOptions::fenced(true)`, and the guard's fencing
     /// token read once per cycle, as code that writes to fenced storage does:
     /// the token comes with the lock.
@@ -50,6 +53,7 @@ impl Subject {
     pub fn label(self) -> &'static str {
         match self {
             Subject::Ours => "ours",
+            Subject::OursWithoutDelay => "ours without lock-delay",
             Subject::OursFenced => "ours fenced",
             Subject::OursTokenOnRequest => "ours+token on request",
             Subject::Raw => "raw",
@@ -85,6 +89,8 @@ pub struct Side {
 pub struct Setup {
     /// Manager on the one server; the attribute's client too.
     single: LockManager,
+    /// The same without the lock-delay.
+    undelayed: LockManager,
     redlock: LockManager,
     raw: Raw,
     rslock: Rslock,
@@ -115,6 +121,12 @@ impl Setup {
         Setup {
             cluster,
             single: ours_manager(url).await,
+            undelayed: LockManager::builder()
+                .namespace(NAMESPACE)
+                .risk_two_holders_after_failover()
+                .connect(url)
+                .await
+                .expect("ours without lock-delay: cannot connect"),
             redlock: LockManager::builder()
                 .namespace(NAMESPACE)
                 .redlock(node_urls)
@@ -135,6 +147,9 @@ impl Setup {
         let attribute = LockOptions::new().ttl(TTL);
         let (client, servers) = match subject {
             Subject::Ours => (Client::ours(&self.single, ours_options()), &self.server),
+            Subject::OursWithoutDelay => {
+                (Client::ours(&self.undelayed, ours_options()), &self.server)
+            }
             Subject::OursFenced => (
                 Client::Ours {
                     manager: self.single.clone(),
