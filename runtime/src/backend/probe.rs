@@ -121,10 +121,10 @@ pub(super) async fn probe(
             refuse(&mut probed.refused, &err);
         }
     }
-    if let Some(client) = subscriber {
-        if let Err(err) = try_subscribe(client, needs.key.channel()).await {
-            refuse(&mut probed.refused, &err);
-        }
+    if let Some(client) = subscriber
+        && let Err(err) = try_subscribe(client, needs.key.channel()).await
+    {
+        refuse(&mut probed.refused, &err);
     }
     match via.run(&redis::cmd("INFO")).await {
         Ok(info) => {

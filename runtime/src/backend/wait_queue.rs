@@ -382,10 +382,8 @@ impl Drop for WaitTicket {
                 None => false,
             }
         };
-        if now_empty {
-            if let Some(hook) = &self.queues.on_empty {
-                hook(&self.key);
-            }
+        if now_empty && let Some(hook) = &self.queues.on_empty {
+            hook(&self.key);
         }
     }
 }

@@ -218,7 +218,7 @@ fn prelude_for(body: &str) -> String {
                 definitions
                     .iter()
                     .zip(&needed)
-                    .filter(|(_, &needed)| needed)
+                    .filter(|&(_, &needed)| needed)
                     .map(|(&(_, text), _)| text),
             )
             .collect();
