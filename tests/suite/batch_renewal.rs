@@ -120,8 +120,10 @@ impl Held {
 /// acquisitions at once on a loaded machine may take longer. An attempt
 /// whose answer was lost may have been granted; it is undone in the
 /// background, so until then the next attempt finds the key `Busy` (held
-/// by that abandoned owner token, nobody else's), and is tried again after
-/// a pause.
+/// by that abandoned owner token, nobody else's). The undo can be lost
+/// too, on a machine that slow, and the key then stays held until its
+/// ttl: the next attempt comes after the time left the `Busy` reports
+/// (at most a ttl), not after a fixed pause that may be shorter.
 async fn patiently<G, F, Fut>(acquire: F) -> G
 where
     F: Fn() -> Fut,
@@ -132,8 +134,9 @@ where
         match acquire().await {
             Ok(guard) => return guard,
             Err(LockError::Connection { .. }) => timed_out = true,
-            Err(LockError::Busy { .. }) if timed_out => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
+            Err(LockError::Busy { remaining, .. }) if timed_out => {
+                let left = remaining.unwrap_or(TTL).min(TTL);
+                tokio::time::sleep(left + Duration::from_millis(50)).await;
             }
             Err(err) => panic!("acquire: {err:?}"),
         }
