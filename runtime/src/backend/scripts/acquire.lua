@@ -34,16 +34,21 @@
 -- is that waiter); a newcomer never overtakes them here. Fencing tokens are
 -- issued on request by fence.lua, not here.
 local token, lease, stay, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
+-- Joins the queue, or keeps our place in it, for `stay` ms from now, with
+-- the refresh's number and server time (what a release's grant counts from).
+local function keep_place()
+  local now_us = clock_us()
+  redis.call('ZADD', KEYS[2], 'NX', now_us, token)
+  local now_ms = math.floor(now_us / 1000)
+  redis.call('HSET', KEYS[3], token,
+    string.format('%.0f %.0f %.0f %s', now_ms + stay, seq, now_ms, lease))
+  redis.call('PEXPIRE', KEYS[2], stay)
+  redis.call('PEXPIRE', KEYS[3], stay)
+end
 local delayed = node_delay(KEYS[5], ARGV[6], false)
 if delayed > 0 then
   if stay > 0 then
-    local now_us = clock_us()
-    redis.call('ZADD', KEYS[2], 'NX', now_us, token)
-    local now_ms = math.floor(now_us / 1000)
-    redis.call('HSET', KEYS[3], token,
-      string.format('%.0f %.0f %.0f %s', now_ms + stay, seq, now_ms, lease))
-    redis.call('PEXPIRE', KEYS[2], stay)
-    redis.call('PEXPIRE', KEYS[3], stay)
+    keep_place()
   end
   return {2, delayed}
 end
@@ -74,13 +79,7 @@ if not holder then
   end
 end
 if stay > 0 then
-  local now_us = clock_us()
-  redis.call('ZADD', KEYS[2], 'NX', now_us, token)
-  local now_ms = math.floor(now_us / 1000)
-  redis.call('HSET', KEYS[3], token,
-    string.format('%.0f %.0f %.0f %s', now_ms + stay, seq, now_ms, lease))
-  redis.call('PEXPIRE', KEYS[2], stay)
-  redis.call('PEXPIRE', KEYS[3], stay)
+  keep_place()
   mark_waiters(KEYS[1], true)
 end
 if not holder then
