@@ -9,29 +9,13 @@ use leasehold_runtime::{LockManager, LockOptions, OnLost};
 use tower_layer::Layer;
 
 use crate::answer::{Answers, OnBusy};
+use crate::config::{Config, Hold};
 use crate::error::{BuildError, KeyError};
 use crate::retry::{RecentHolds, RetryAfter};
 use crate::route::Route;
 use crate::service::LockService;
 use crate::target::{KeyFn, Keys, OneKey};
 use crate::template::KeyTemplate;
-
-/// How long a request holds its lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Hold {
-    /// Until the inner service has produced the response (the default): the
-    /// handler runs under the lock, which is released before the response
-    /// is sent; its body streams unlocked. Right for handlers that do their
-    /// work before they answer, which is most, and it keeps a slow client
-    /// reading a large body from holding the lock.
-    #[default]
-    UntilResponse,
-    /// Until the response body has ended (or the server dropped it, e.g. the
-    /// client went away): for handlers that keep writing while the body
-    /// streams. A lease lost meanwhile ends the body with an error, which
-    /// aborts the response.
-    UntilBodyEnds,
-}
 
 /// A tower layer that runs every request under a leasehold lock on a key
 /// taken from the request; the [crate documentation](crate) has an example
@@ -42,17 +26,6 @@ pub enum Hold {
 /// LockManager`); `B` is the request body type of the services it wraps.
 pub struct LockLayer<M, B> {
     config: Arc<Config<M, B>>,
-}
-
-/// Everything a [`LockService`] needs, shared by the layer and its services.
-pub(crate) struct Config<M, B> {
-    pub(crate) manager: M,
-    pub(crate) keys: Keys<B>,
-    pub(crate) options: LockOptions,
-    pub(crate) answers: Answers,
-    pub(crate) hold: Hold,
-    /// The holds this layer's requests completed lately, for `Retry-After`.
-    pub(crate) holds: RecentHolds,
 }
 
 impl<M: Borrow<LockManager>, B> LockLayer<M, B> {

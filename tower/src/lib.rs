@@ -66,6 +66,7 @@
 
 mod answer;
 mod body;
+mod config;
 mod error;
 mod layer;
 mod retry;
@@ -78,8 +79,9 @@ mod template;
 
 pub use answer::OnBusy;
 pub use body::{BoxError, LockBody};
+pub use config::Hold;
 pub use error::{BuildError, KeyError};
-pub use layer::{Hold, LockLayer, LockLayerBuilder};
+pub use layer::{LockLayer, LockLayerBuilder};
 pub use retry::RetryAfter;
 pub use service::LockService;
 #[cfg(feature = "serde")]

@@ -16,7 +16,7 @@ use tower_service::Service;
 
 use crate::answer::Refusal;
 use crate::body::{BoxError, LockBody, Locked};
-use crate::layer::{Config, Hold};
+use crate::config::{Config, Hold};
 use crate::target::Target;
 
 /// The service a [`LockLayer`](crate::LockLayer) wraps around `S`.
