@@ -152,9 +152,12 @@ impl Leadership {
     /// runtime), term after term, and shows the current term's number in a
     /// `watch`: `Some(number)` while this instance leads, `None` otherwise.
     ///
-    /// A term is shown as lost (`None`) as soon as its
-    /// [`lost`](HeldLease::lost) resolves, before the lease's certain
-    /// validity ends, so before any other instance can be granted the key.
+    /// A term is shown as lost (`None`) when the campaign task sees its
+    /// [`lost`](HeldLease::lost) resolve, which happens a safety margin
+    /// before the lease's certain validity ends; the watch lags by however
+    /// long that task waits to run. Code that must not act after the lease
+    /// ended holds the [`Term`] instead, or fences its writes with the term
+    /// number.
     /// A campaign that fails (the lock server unreachable) is logged and
     /// retried every second. Dropping the [`LeaderWatch`] ends the campaign
     /// and resigns a term it holds.
