@@ -590,24 +590,28 @@ pub(crate) const WATCHDOG_TTL: Duration = Duration::from_secs(1);
 async fn watchdog_keeps_lock_while_body_runs_three_ttls(h: Harness) {
     let manager = h.a.clone();
     let (entered, has_entered) = oneshot::channel();
+    let (finish, finished) = oneshot::channel::<()>();
     let body = tokio::spawn(async move {
         let options = LockOptions::new().ttl(WATCHDOG_TTL);
         manager
             .with_lock("k", options, async move {
                 entered.send(()).unwrap();
-                sleep(3 * WATCHDOG_TTL).await;
+                finished.await.expect("the test ends the body");
                 lease_lost()
             })
             .await
     });
+    // Sampled for three ttls while the body runs; it ends only after the
+    // last sample, however long the samples took on a loaded machine.
     has_entered.await.expect("body started");
-    for sample in 0..5 {
+    for sample in 0..6 {
         sleep(WATCHDOG_TTL / 2).await;
         assert!(
             h.held_elsewhere("k").await,
             "sample {sample}: lock free while its body still ran"
         );
     }
+    finish.send(()).expect("the body waits for its end");
     let lost = body
         .await
         .unwrap()

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{HeldLease, LockError, LockGuard, LockManager, LockOptions, Permit, WriteGuard};
 use support::{assert_lease_lost, fixed_lease, long, poll_async, waiting, Harness, PROMPTLY};
+use tokio::sync::oneshot;
 use tokio::time::{sleep, timeout};
 
 use crate::conformance::WATCHDOG_TTL;
@@ -290,23 +291,39 @@ async fn concurrent_increments_under_the_mutex_lose_no_updates(h: Harness) {
 }
 
 async fn watchdog_keeps_the_mutex_while_the_body_runs_three_ttls(h: Harness) {
+    let (mut entries, mut finishes) = (Vec::new(), Vec::new());
     let bodies = KINDS.map(|kind| {
         let (locks, key) = (h.a.clone(), format!("{kind:?}"));
+        let (entered, has_entered) = oneshot::channel();
+        let (finish, finished) = oneshot::channel::<()>();
+        entries.push(has_entered);
+        finishes.push(finish);
         tokio::spawn(async move {
             let options = LockOptions::new().ttl(WATCHDOG_TTL);
-            let body = sleep(3 * WATCHDOG_TTL);
+            let body = async move {
+                entered.send(()).expect("the test waits for the body");
+                finished.await.expect("the test ends the body");
+            };
             kind.with(&locks, &key, options, body).await
         })
     });
-    sleep(WATCHDOG_TTL / 2).await;
-    for sample in 0..5 {
+    // Sampled from when every body holds its mutex until three ttls later,
+    // and the bodies end only then: on a loaded machine the acquisitions
+    // may take longer than a pause, and the samples longer than planned.
+    for has_entered in entries {
+        has_entered.await.expect("body started");
+    }
+    for sample in 0..6 {
+        sleep(WATCHDOG_TTL / 2).await;
         for kind in KINDS {
             assert!(
                 kind.held_elsewhere(&h, &format!("{kind:?}")).await,
                 "{kind:?}, sample {sample}: free while its body still ran"
             );
         }
-        sleep(WATCHDOG_TTL / 2).await;
+    }
+    for finish in finishes {
+        finish.send(()).expect("the body waits for its end");
     }
     for (kind, body) in KINDS.into_iter().zip(bodies) {
         body.await
