@@ -29,6 +29,7 @@ impl Default for LockManagerBuilder {
                 connect_timeout: Duration::from_secs(1),
                 response_timeout: Duration::from_secs(1),
                 lock_delay: LockDelay::default(),
+                delay_after_start: false,
             },
             tls: TlsConfig::default(),
             sentinel_credentials: None,
@@ -114,6 +115,23 @@ impl LockManagerBuilder {
         } else {
             LockDelay::Fixed(delay)
         };
+        self
+    }
+
+    /// Keeps the [`lock_delay`](Self::lock_delay) also on a server that
+    /// started less than the delay ago and holds no marker of this
+    /// namespace: it grants nothing until it has been up for the delay. A
+    /// server restarted empty cannot tell itself from a new one; without
+    /// this, a manager that connects to it first after the restart is
+    /// granted a lock that a holder connected before may still hold, until
+    /// that holder's next renewal (or any manager that knew the old server)
+    /// tells the server and starts the delay. The price: after a server's
+    /// first start, the first grants of each namespace wait up to the delay
+    /// minus the server's uptime. Off by default, so a service started
+    /// beside a new Redis is not held up; turn it on where a single server
+    /// runs without persistence and may restart. One server and Sentinel.
+    pub fn lock_delay_after_server_start(mut self) -> Self {
+        self.redis.delay_after_start = true;
         self
     }
 

@@ -152,3 +152,71 @@ async fn a_server_restarted_empty_grants_no_lock_to_a_manager_that_knew_it_befor
     );
     assert!(!waiter.is_lost());
 }
+
+/// A manager that keeps the lock-delay after a server's start.
+async fn waiting_after_start(url: &str) -> leasehold::LockManager {
+    leasehold::LockManager::builder()
+        .lock_delay_after_server_start()
+        .connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
+}
+
+/// A server restarted empty under a lease nobody renews, then asked first
+/// by a manager started after the restart (it saw only the new process):
+/// nothing tells the server it lost data, but with
+/// `lock_delay_after_server_start` a server up for less than the delay
+/// grants nothing until it has been up that long, so the lock is granted
+/// again only after the first lease has ended. (Without it the new manager
+/// is granted at once: the documented window.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_grants_no_lock_to_a_manager_started_after_it_when_asked_to_wait_after_start(
+) {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let guard = holder.acquire(KEY, unrenewed()).await.unwrap();
+    let first_lease_ends = guard.valid_until().expect("held");
+
+    server.restart_empty();
+    let newcomer = waiting_after_start(&server.url()).await;
+    let granted = answered(|| newcomer.try_acquire(KEY, unrenewed())).await;
+    assert!(
+        granted.is_none(),
+        "a server up for less than the delay granted the lock to a manager started after its restart"
+    );
+
+    let wait = Duration::from_secs(30);
+    let waiter = tokio::time::timeout(
+        wait + NO_HANG,
+        newcomer.acquire(KEY, unrenewed().wait(wait)),
+    )
+    .await
+    .expect("the waiter returns within its wait")
+    .expect("the waiter gets the lock once the server has been up for the delay");
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease may have been valid"
+    );
+    assert!(!waiter.is_lost());
+}
+
+/// `lock_delay_after_server_start` holds up only a server up for less than
+/// the delay: one up longer grants at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_up_longer_than_the_delay_grants_at_once_when_asked_to_wait_after_start() {
+    let server = RedisServer::start();
+    let delay = Duration::from_secs(1);
+    // `uptime_in_seconds` counts whole seconds: past the delay by one more.
+    tokio::time::sleep(delay + Duration::from_millis(1_100)).await;
+    let manager = leasehold::LockManager::builder()
+        .lock_delay(delay)
+        .lock_delay_after_server_start()
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let granted = answered(|| manager.try_acquire(KEY, unrenewed())).await;
+    assert!(
+        granted.is_some(),
+        "a server up longer than the delay held up a grant"
+    );
+}

@@ -24,6 +24,9 @@ pub(crate) struct RedisConfig {
     pub(crate) response_timeout: Duration,
     /// What a server that was promoted or lost its data grants nothing for.
     pub(crate) lock_delay: LockDelay,
+    /// Whether a server that started less than the lock-delay ago and holds
+    /// no marker keeps the delay too (it may have restarted empty).
+    pub(crate) delay_after_start: bool,
 }
 
 /// The settings of every command connection: the configured time limits,

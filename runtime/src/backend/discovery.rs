@@ -353,6 +353,7 @@ mod tests {
             connect_timeout: Duration::from_millis(100),
             response_timeout: Duration::from_millis(200),
             lock_delay: LockDelay::default(),
+            delay_after_start: false,
         };
         Sentinels::new("svc", &urls, config, &TlsConfig::default(), credentials)
             .unwrap_or_else(|err| panic!("{err}"))

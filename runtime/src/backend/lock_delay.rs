@@ -25,14 +25,17 @@ pub(crate) enum LockDelay {
 }
 
 /// What a grant script is told to keep the lock-delay (its argument
-/// `DELAY_MS` or `DELAY_MS RUN_ID`, see `node_delay` in
-/// `scripts/prelude.lua`): the delay, and the `run_id` the manager saw
-/// when it connected, by which a server restarted empty since (no marker,
-/// another process) is told from a new one.
+/// `DELAY_MS[+][ RUN_ID]`, see `node_delay` in `scripts/prelude.lua`): the
+/// delay, whether a server up for less than it keeps it too (`+`), and the
+/// `run_id` the manager saw when it connected, by which a server restarted
+/// empty since (no marker, another process) is told from a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NodeCheck<'a> {
     /// The lock-delay in ms; 0 turns the check off.
     pub(crate) delay_ms: u64,
+    /// Whether a server without a marker that started less than the delay
+    /// ago keeps it (see `LockManagerBuilder::lock_delay_after_server_start`).
+    pub(crate) after_start: bool,
     /// The server's `run_id` when the manager connected; empty if unknown.
     pub(crate) seen_run_id: &'a str,
 }
@@ -41,6 +44,7 @@ impl NodeCheck<'static> {
     /// No check: no lock-delay is kept.
     pub(crate) const OFF: NodeCheck<'static> = NodeCheck {
         delay_ms: 0,
+        after_start: false,
         seen_run_id: "",
     };
 }
@@ -50,10 +54,16 @@ impl ToRedisArgs for NodeCheck<'_> {
     where
         W: ?Sized + RedisWrite,
     {
-        if self.seen_run_id.is_empty() || self.delay_ms == 0 {
-            out.write_arg_fmt(self.delay_ms);
+        let after_start = if self.after_start { "+" } else { "" };
+        if self.delay_ms == 0 {
+            out.write_arg_fmt(0);
+        } else if self.seen_run_id.is_empty() {
+            out.write_arg_fmt(format_args!("{}{after_start}", self.delay_ms));
         } else {
-            out.write_arg_fmt(format_args!("{} {}", self.delay_ms, self.seen_run_id));
+            out.write_arg_fmt(format_args!(
+                "{}{after_start} {}",
+                self.delay_ms, self.seen_run_id
+            ));
         }
     }
 }
@@ -115,6 +125,7 @@ mod tests {
         let args = |check: NodeCheck<'_>| check.to_redis_args();
         let seen = NodeCheck {
             delay_ms: 3_000,
+            after_start: false,
             seen_run_id: "ab12",
         };
         assert_eq!(args(seen), vec![b"3000 ab12".to_vec()]);
@@ -123,6 +134,18 @@ mod tests {
             ..seen
         };
         assert_eq!(args(unknown), vec![b"3000".to_vec()]);
+        let after_start = NodeCheck {
+            after_start: true,
+            ..seen
+        };
+        assert_eq!(args(after_start), vec![b"3000+ ab12".to_vec()]);
+        assert_eq!(
+            args(NodeCheck {
+                seen_run_id: "",
+                ..after_start
+            }),
+            vec![b"3000+".to_vec()]
+        );
         assert_eq!(args(NodeCheck::OFF), vec![b"0".to_vec()]);
     }
 }

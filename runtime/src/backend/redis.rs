@@ -146,6 +146,7 @@ impl RedisBackend {
     fn node_check(&self, ttl_ms: u64) -> NodeCheck<'_> {
         NodeCheck {
             delay_ms: self.lock_delay_ms(ttl_ms),
+            after_start: self.config.delay_after_start,
             seen_run_id: &self.seen_run_id,
         }
     }

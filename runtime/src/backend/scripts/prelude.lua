@@ -191,9 +191,11 @@ end
 -- that held it was lost), or no marker on a node whose run_id is not the one
 -- the caller saw when it connected (restarted empty since) starts a delay. A
 -- node never promoted and never marked, of the run_id the caller saw (or
--- the caller saw none), is new: it marks itself and grants. `check` is the
--- caller's argument 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'; a DELAY_MS of 0
--- turns the check off. Returns the ms left of the delay; 0 when the node
+-- the caller saw none), is new: it marks itself and grants, unless the
+-- caller asks (a '+' after DELAY_MS) that a node up for less than the delay
+-- keeps it until it has been up that long (it may have restarted empty).
+-- `check` is the caller's argument 'DELAY_MS[+][ SEEN_RUN_ID]'; a DELAY_MS of
+-- 0 turns the check off. Returns the ms left of the delay; 0 when the node
 -- may grant.
 local function node_delay(marker_key, check, renewed)
   local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
@@ -226,8 +228,12 @@ local function node_delay(marker_key, check, renewed)
   local seen = string.match(check, ' (%x+)$')
   local same_process = not seen or seen == string.sub(server, run_at, run_at + 39)
   if not marker and not promoted and not renewed and same_process then
-    redis.call('SET', marker_key, identity .. ' 0')
-    return 0
+    local up_ms = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) * 1000
+    if not string.find(check, '+', 1, true) or up_ms >= delay_ms then
+      redis.call('SET', marker_key, identity .. ' 0')
+      return 0
+    end
+    delay_ms = delay_ms - up_ms
   end
   redis.call('SET', marker_key, identity .. ' ' .. string.format('%.0f', now_ms + delay_ms))
   return delay_ms
