@@ -7,8 +7,14 @@
 //! and a semaphore's holders in this process are never more than its
 //! permits. A grant that finds no free seat is given back, and its waiter
 //! waits here for one (see `acquire`).
+//!
+//! Every acquisition passes through here, so a seat costs one keyed hash of
+//! its key (SipHash with this process's random keys: lock names may come
+//! from users' requests) and one small allocation; giving it up finds it by
+//! that hash and its id.
 
-use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -16,6 +22,7 @@ use std::time::Instant;
 use futures_util::future::select_all;
 use tokio::sync::Notify;
 
+use crate::hashing::FastMap;
 use crate::lease::status::{LeaseStatus, StatusCell};
 
 /// How a lease shares its key with the other holders of this process.
@@ -29,21 +36,53 @@ pub(crate) enum Share {
     OneOf(u32),
 }
 
-/// The seats of one manager's keys, by the key's lock name.
-#[derive(Default)]
+/// The seats of one manager's keys.
 pub(crate) struct Seats {
-    keys: Mutex<HashMap<String, KeySeats>>,
+    /// Seeds the hash of a key's name.
+    hasher: RandomState,
+    taken: Mutex<Taken>,
 }
 
-struct KeySeats {
-    taken: Vec<Occupant>,
+impl Default for Seats {
+    fn default() -> Self {
+        Seats {
+            hasher: RandomState::new(),
+            taken: Mutex::new(Taken::default()),
+        }
+    }
+}
+
+/// The occupied seats, by the hash of their key's name (keys whose names
+/// share a hash share a bucket and are told apart by name).
+#[derive(Default)]
+struct Taken {
+    buckets: FastMap<u64, Bucket>,
     next_id: u64,
-    /// Notified (all waiters) when a seat is given up or its lease set.
-    changed: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Bucket {
+    occupants: Vec<Occupant>,
+    /// Notified (all waiters) when a seat of the bucket is given up or its
+    /// lease set; made by the first waiter.
+    changed: Option<Arc<Notify>>,
+}
+
+impl Bucket {
+    fn of<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Occupant> + 'a {
+        self.occupants.iter().filter(move |o| &*o.key == key)
+    }
+
+    fn notify(&self) {
+        if let Some(changed) = &self.changed {
+            changed.notify_waiters();
+        }
+    }
 }
 
 struct Occupant {
     id: u64,
+    key: Box<str>,
     share: Share,
     /// The lease's status once it exists; until then the seat is held for
     /// the grant being turned into a lease.
@@ -61,8 +100,8 @@ impl Occupant {
 }
 
 /// Whether a newcomer sharing as `share` may sit beside `taken` at `now`.
-fn admits(taken: &[Occupant], share: Share, now: Instant) -> bool {
-    let mut live = taken.iter().filter(|occupant| occupant.live(now));
+fn admits<'a>(taken: impl Iterator<Item = &'a Occupant>, share: Share, now: Instant) -> bool {
+    let mut live = taken.filter(|occupant| occupant.live(now));
     match share {
         Share::Alone => live.next().is_none(),
         Share::Reader => live.all(|occupant| occupant.share == Share::Reader),
@@ -71,41 +110,44 @@ fn admits(taken: &[Occupant], share: Share, now: Instant) -> bool {
 }
 
 impl Seats {
-    fn locked(&self) -> MutexGuard<'_, HashMap<String, KeySeats>> {
-        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    fn locked(&self) -> MutexGuard<'_, Taken> {
+        self.taken.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     /// A seat of `key` for a lease sharing as `share`, if one is free now;
     /// otherwise when the first of the live holders' certain validity ends,
     /// if any of them is a lease already.
     pub(crate) fn take(self: &Arc<Self>, key: &str, share: Share) -> Result<Seat, Option<Instant>> {
-        let mut keys = self.locked();
-        let seats = keys.entry(key.to_owned()).or_insert_with(|| KeySeats {
-            taken: Vec::new(),
-            next_id: 0,
-            changed: Arc::new(Notify::new()),
-        });
+        let hash = self.hash(key);
+        let mut taken = self.locked();
+        let id = taken.next_id;
+        let bucket = taken.buckets.entry(hash).or_default();
         let now = Instant::now();
-        if !admits(&seats.taken, share, now) {
-            let ends = seats
-                .taken
-                .iter()
+        if !admits(bucket.of(key), share, now) {
+            let ends = bucket
+                .of(key)
                 .filter_map(|occupant| occupant.status.as_ref()?.valid_until())
                 .filter(|&until| until > now)
                 .min();
             return Err(ends);
         }
-        seats.taken.retain(|occupant| occupant.live(now));
-        let id = seats.next_id;
-        seats.next_id += 1;
-        seats.taken.push(Occupant {
+        bucket
+            .occupants
+            .retain(|occupant| &*occupant.key != key || occupant.live(now));
+        bucket.occupants.push(Occupant {
             id,
+            key: key.into(),
             share,
             status: None,
         });
+        taken.next_id += 1;
         Ok(Seat {
             seats: Arc::clone(self),
-            key: key.to_owned(),
+            hash,
             id,
         })
     }
@@ -118,32 +160,28 @@ impl Seats {
         share: Share,
         deadline: Option<Instant>,
     ) -> bool {
+        let hash = self.hash(key);
         loop {
-            let Some(changed) = self
-                .locked()
-                .get(key)
-                .map(|seats| Arc::clone(&seats.changed))
-            else {
-                return true;
-            };
-            // Listening before looking: a seat given up in between wakes it.
-            let mut changed = pin!(changed.notified());
-            changed.as_mut().enable();
-            let holders: Vec<StatusCell> = {
-                let keys = self.locked();
-                let Some(seats) = keys.get(key) else {
+            // Listening before looking, under one lock: a seat given up
+            // after the look wakes it.
+            let (changed, holders) = {
+                let mut taken = self.locked();
+                let Some(bucket) = taken.buckets.get_mut(&hash) else {
                     return true;
                 };
                 let now = Instant::now();
-                if admits(&seats.taken, share, now) {
+                if admits(bucket.of(key), share, now) {
                     return true;
                 }
-                seats
-                    .taken
-                    .iter()
+                let changed = Arc::clone(bucket.changed.get_or_insert_with(Arc::default));
+                let holders: Vec<StatusCell> = bucket
+                    .of(key)
                     .filter(|occupant| occupant.live(now))
                     .filter_map(|occupant| occupant.status.clone())
-                    .collect()
+                    .collect();
+                let mut changed = Box::pin(changed.notified_owned());
+                changed.as_mut().enable();
+                (changed, holders)
             };
             let lost = async {
                 if holders.is_empty() {
@@ -159,24 +197,25 @@ impl Seats {
             };
             tokio::select! {
                 () = changed => {}
-                () = lost => {}
-                () = deadline => return false,
+                () = pin!(lost) => {}
+                () = pin!(deadline) => return false,
             }
         }
     }
-}
 
-impl Seats {
     /// The leases of this process that hold seats of `key` now: what a
     /// forced release about to be sent takes back.
     pub(crate) fn leases_of(&self, key: &str) -> Vec<StatusCell> {
-        self.locked().get(key).map_or_else(Vec::new, |seats| {
-            seats
-                .taken
-                .iter()
-                .filter_map(|occupant| occupant.status.clone())
-                .collect()
-        })
+        let hash = self.hash(key);
+        self.locked()
+            .buckets
+            .get(&hash)
+            .map_or_else(Vec::new, |bucket| {
+                bucket
+                    .of(key)
+                    .filter_map(|occupant| occupant.status.clone())
+                    .collect()
+            })
     }
 
     /// `leases` (see [`leases_of`](Self::leases_of)) of `key` were taken
@@ -187,8 +226,8 @@ impl Seats {
         for status in &leases {
             status.mark_lost();
         }
-        if let Some(seats) = self.locked().get(key) {
-            seats.changed.notify_waiters();
+        if let Some(bucket) = self.locked().buckets.get(&self.hash(key)) {
+            bucket.notify();
         }
     }
 }
@@ -196,7 +235,7 @@ impl Seats {
 /// One lease's seat of its key in this process; given up on drop.
 pub(crate) struct Seat {
     seats: Arc<Seats>,
-    key: String,
+    hash: u64,
     id: u64,
 }
 
@@ -204,26 +243,26 @@ impl Seat {
     /// The grant became the lease of `status`: the seat is free again once
     /// that lease is lost, even before the seat is given up.
     pub(crate) fn set_lease(&self, status: StatusCell) {
-        let mut keys = self.seats.locked();
-        if let Some(seats) = keys.get_mut(&self.key) {
-            if let Some(occupant) = seats.taken.iter_mut().find(|o| o.id == self.id) {
+        let mut taken = self.seats.locked();
+        if let Some(bucket) = taken.buckets.get_mut(&self.hash) {
+            if let Some(occupant) = bucket.occupants.iter_mut().find(|o| o.id == self.id) {
                 occupant.status = Some(status);
             }
-            seats.changed.notify_waiters();
+            bucket.notify();
         }
     }
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        let mut keys = self.seats.locked();
-        let Some(seats) = keys.get_mut(&self.key) else {
+        let mut taken = self.seats.locked();
+        let Some(bucket) = taken.buckets.get_mut(&self.hash) else {
             return;
         };
-        seats.taken.retain(|occupant| occupant.id != self.id);
-        seats.changed.notify_waiters();
-        if seats.taken.is_empty() {
-            keys.remove(&self.key);
+        bucket.occupants.retain(|occupant| occupant.id != self.id);
+        bucket.notify();
+        if bucket.occupants.is_empty() {
+            taken.buckets.remove(&self.hash);
         }
     }
 }
