@@ -76,7 +76,8 @@ pub(super) struct Needs<'a> {
     pub(super) native: Native,
     /// Whether the grant scripts keep a lock-delay there, which reads
     /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
-    /// manager saw when it connected (empty if unknown).
+    /// manager saw when it connected (empty if unknown). On a cluster the
+    /// markers are per slot tag, so none is read and no node's delay shown.
     pub(super) lock_delay: Option<&'a str>,
 }
 
@@ -130,7 +131,7 @@ pub(super) async fn probe(
         Ok(info) => {
             let text = redis::from_redis_value::<String>(info).unwrap_or_default();
             probed.risks = risks_in(&probed.node.address, &text);
-            if let Some(seen) = needs.lock_delay {
+            if let Some(seen) = needs.lock_delay.filter(|_| !needs.cluster) {
                 let marker = needs.key.node();
                 probed.node.lock_delay = lock_delay_of(via, marker, &text, seen).await;
             }

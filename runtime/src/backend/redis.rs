@@ -541,7 +541,7 @@ impl RedisBackend {
                     cluster: true,
                     sentinel,
                     native: Native::default(),
-                    lock_delay: None,
+                    lock_delay: (self.config.lock_delay != LockDelay::Off).then_some(""),
                 };
                 for (host, port) in cluster_primaries(connection.clone()).await? {
                     let address = format!("{host}:{port}");
