@@ -106,7 +106,7 @@ impl LockManagerBuilder {
     /// manager that was connected before (it saw the old `run_id`) or from a
     /// holder's renewal; until then it grants as a new server would. One
     /// server, Sentinel and Redis Cluster, where each primary keeps it per
-    /// slot tag (the marker lives in the lock's slot: a tag first asked for
+    /// slot (the marker lives in the lock's slot: a slot first asked for
     /// long after a promotion still waits out a delay then); Redlock keeps
     /// its own rule. See the guide, `leasehold::guide::deployments`,
     /// "Failover and restarts".
@@ -312,7 +312,7 @@ impl LockManagerBuilder {
     /// reaches the new primary is kept if the lock was replicated to it.
     /// Replication is asynchronous, so as with Sentinel a failover can lose a
     /// lock the old primary granted but had not replicated; the promoted
-    /// replica keeps a [lock-delay](Self::lock_delay) in each slot tag it is
+    /// replica keeps a [lock-delay](Self::lock_delay) in each slot it is
     /// asked for, so it does not grant such a lock again while that lease
     /// may be valid. `LockOptions::min_replicas` keeps the lock itself (it is
     /// granted only once that many replicas of its shard acknowledged it),

@@ -13,7 +13,7 @@
 //! `base-rwturn:k`, and its writers' fencing counter in
 //! `base-rwfence:k`. The namespace's node marker (the identity its server
 //! last granted under, for the lock-delay) is `base-node:`, with no user key
-//! after it. Every lock key has `:` right after `base`, every
+//! after it (on a cluster one per slot, see below). Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
@@ -29,6 +29,10 @@
 //! `order:{42}:b` share a slot, as they would as plain Redis keys), else a
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
+//! The node marker is per slot, not per tag: `{n}base-node:`, where `n` is
+//! the smallest number (in decimal) of the lock's slot (see `slots`), so
+//! a cluster keeps at most one per slot and namespace, however many keys
+//! are locked.
 //!
 //! Namespaces stay apart too, because [`check_namespace`] refuses the two
 //! that would not: a `:` inside the namespace (`app:x`'s lock on `k` would be
@@ -37,6 +41,7 @@
 //! neither, a name reads back one way only: the namespace runs to the first
 //! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
+use crate::slots;
 use crate::LockError;
 
 /// The kinds of lock a key can have; each keeps its own state, so one user
@@ -171,8 +176,8 @@ impl LockKey {
         self.part(6)
     }
 
-    /// The namespace's node marker, `base-node:` (in the lock's slot when
-    /// hash-tagged): the identity its node last granted under and the end
+    /// The namespace's node marker, `base-node:` (`{n}base-node:` when
+    /// hash-tagged: one per slot, in the lock's): the identity its node last granted under and the end
     /// of its lock-delay (see `node_delay` in `backend/scripts/prelude.lua`).
     pub(crate) fn node(&self) -> &str {
         self.part(7)
@@ -264,13 +269,14 @@ impl KeySpace {
     /// then the namespace's node marker.
     fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
         let tag = self.tag(user);
+        let marker_tag = self.marker_tag(user);
         let name_len = tag.len() + self.base.len() + user.len();
         let size = user.len()
             + roles
                 .iter()
                 .map(|role| name_len + role.len())
                 .sum::<usize>()
-            + tag.len()
+            + marker_tag.len()
             + self.base.len()
             + NODE_ROLE.len();
         let mut names = String::with_capacity(size);
@@ -283,7 +289,7 @@ impl KeySpace {
             }
             *end = names.len();
         }
-        for part in [tag.as_str(), self.base.as_str(), NODE_ROLE] {
+        for part in [marker_tag.as_str(), self.base.as_str(), NODE_ROLE] {
             names.push_str(part);
         }
         ends[7] = names.len();
@@ -324,6 +330,16 @@ impl KeySpace {
     fn tag(&self, user: &str) -> String {
         if self.hash_tagged {
             format!("{{{}}}", slot_tag(user))
+        } else {
+            String::new()
+        }
+    }
+
+    /// `{n}`, the tag of the node marker of `user`'s slot when hash-tagged
+    /// (shared by every lock of the slot, see `slots`), else nothing.
+    fn marker_tag(&self, user: &str) -> String {
+        if self.hash_tagged {
+            format!("{{{}}}", slots::marker_tag(slots::slot(&slot_tag(user))))
         } else {
             String::new()
         }
@@ -435,10 +451,19 @@ mod tests {
         let keys = KeySpace::new("app".into());
         assert_eq!(keys.key("k").node(), "app-node:");
         assert_eq!(keys.semaphore("other").node(), "app-node:");
-        let tagged = KeySpace::hash_tagged("app".into()).key("order:{42}");
-        assert_eq!(tagged.node(), "{42}app-node:");
+        let cluster = KeySpace::hash_tagged("app".into());
+        let tagged = cluster.key("order:{42}");
+        let marker_tag = slots::marker_tag(slots::slot("42"));
+        assert_eq!(slots::slot(&marker_tag.to_string()), slots::slot("42"));
+        assert_eq!(tagged.node(), format!("{{{marker_tag}}}app-node:"));
         assert_eq!(tagged.lock(), "{42}app:order:{42}");
         assert_eq!(tagged.user(), "order:{42}", "the parts before stay whole");
+        let same_slot = (0..100_000)
+            .map(|i| format!("t{i}"))
+            .find(|tag| tag != "42" && slots::slot(tag) == slots::slot("42"))
+            .expect("another tag of the slot");
+        let neighbour = cluster.semaphore(&format!("stock:{{{same_slot}}}"));
+        assert_eq!(neighbour.node(), tagged.node(), "one marker per slot");
     }
 
     #[test]
@@ -597,8 +622,10 @@ mod tests {
                 let key = space.key(user);
                 let semaphore = space.semaphore(user);
                 let rw = space.rwlock(user, KeyKind::Write);
+                let markers = [key.node(), semaphore.node(), rw.node()];
                 let slots: Vec<u16> = std::iter::once(key.lock())
                     .chain(names_besides_the_lock(&key, &semaphore, &rw))
+                    .chain(markers)
                     .map(slot)
                     .collect();
                 assert!(

@@ -1,6 +1,6 @@
 //! The lock-delay on Redis Cluster, per promoted primary: a replica that
 //! takes over without a grant its primary made (replication cut first)
-//! grants nothing in that slot tag, to any manager, also one started after
+//! grants nothing in that slot, to any manager, also one started after
 //! the promotion, and for no kind, while the lost lease may be valid; a
 //! waiter gets the lock once the delay is over, and a lease whose grant did
 //! reach the replica is renewed there.
@@ -109,7 +109,7 @@ async fn manager(cluster: &RedisCluster) -> LockManager {
 }
 
 /// `CLUSTER FAILOVER FORCE` to a replica that missed a lock, a permit and a
-/// write lease of one key (their grants, and the slot tag's node marker):
+/// write lease of one key (their grants, and its slot's node marker):
 /// a manager started after the promotion is granted none of them, nor a
 /// read lease, during the delay; a waiter gets the lock once it is over,
 /// never while the first lease may be valid. A lease of another tag,

@@ -77,7 +77,7 @@ pub(super) struct Needs<'a> {
     /// Whether the grant scripts keep a lock-delay there, which reads
     /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
     /// manager saw when it connected (empty if unknown). On a cluster the
-    /// markers are per slot tag, so none is read and no node's delay shown.
+    /// markers are per slot, so none is read and no node's delay shown.
     pub(super) lock_delay: Option<&'a str>,
 }
 

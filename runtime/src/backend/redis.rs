@@ -68,7 +68,7 @@ pub(crate) struct RedisBackend {
     /// Always empty on a cluster: a script goes to whichever primary serves
     /// its slot, so no one `run_id` is the one expected there; a promoted
     /// primary is told by its `master_replid2` and the marker of each slot
-    /// tag instead (see `lock_delay_ms`).
+    /// instead (see `lock_delay_ms`).
     seen_run_id: Box<str>,
 }
 
@@ -136,10 +136,10 @@ impl RedisBackend {
 
     /// The lock-delay in ms that a step for a lease of `ttl_ms` asks the
     /// server to keep (see `lock_delay`), for every kind. On a cluster each
-    /// primary keeps it per slot tag: the node marker is in the lock's slot
+    /// primary keeps it per slot: the node marker is in the lock's slot
     /// (see `keys`), so the script that grants reads it on the primary that
-    /// serves the slot now, and a promoted one grants nothing in a tag until
-    /// the delay it started there has passed.
+    /// serves the slot now, and a promoted one grants nothing in a slot
+    /// until the delay it started there has passed.
     fn lock_delay_ms(&self, ttl_ms: u64) -> u64 {
         self.config.lock_delay.millis_for(ttl_ms, &self.longest_ttl)
     }
