@@ -183,6 +183,17 @@ impl LockKey {
         self.part(7)
     }
 
+    /// The node marker of `slot` in this key's namespace, as
+    /// [`node`](Self::node) names it for a lock of that slot (hash-tagged
+    /// key spaces; `check` reads every slot's a cluster primary serves).
+    pub(crate) fn node_of_slot(&self, slot: usize) -> String {
+        let untagged = self
+            .node()
+            .split_once('}')
+            .map_or(self.node(), |(_, rest)| rest);
+        format!("{{{}}}{untagged}", slots::marker_tag(slot))
+    }
+
     /// The channel whose release messages wake this key's waiters: the lock
     /// key (for a semaphore its holder set, for a reader of a read/write
     /// lock its writer key), except for a writer of a read/write lock, which
@@ -464,6 +475,12 @@ mod tests {
             .expect("another tag of the slot");
         let neighbour = cluster.semaphore(&format!("stock:{{{same_slot}}}"));
         assert_eq!(neighbour.node(), tagged.node(), "one marker per slot");
+        let odd = KeySpace::hash_tagged("}x{".into()).key("k");
+        assert_eq!(
+            odd.node_of_slot(slots::slot("42")),
+            format!("{{{marker_tag}}}}}x{{-node:")
+        );
+        assert_eq!(tagged.node_of_slot(slots::slot("42")), tagged.node());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! grants nothing in that slot, to any manager, also one started after
 //! the promotion, and for no kind, while the lost lease may be valid; a
 //! waiter gets the lock once the delay is over, and a lease whose grant did
-//! reach the replica is renewed there.
+//! reach the replica is renewed there. `check()` shows the promoted primary
+//! in its delay.
 //!
 //! Replication is cut by the primary's ACL: its `default` user may no longer
 //! run `PSYNC` or `SYNC`, and its replica links are closed, so the replica
@@ -16,7 +17,7 @@ use crate::support;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::{LockError, LockManager, LockOptions};
+use leasehold::{LockDelayState, LockError, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, RedisCluster, RedisServer, RespValue};
 use support::{cluster_manager, poll_async, within, NO_HANG};
 
@@ -178,6 +179,18 @@ async fn forced_failover_to_a_replica_that_missed_the_grants_grants_none_during_
     assert!(
         rival.is_none(),
         "the promoted replica granted a read lease during its lock-delay"
+    );
+    let report = within(late.check())
+        .await
+        .expect("the cluster passes its check");
+    let shown = report
+        .nodes
+        .iter()
+        .find(|node| node.address == promoted.addr().to_string())
+        .expect("the promoted replica is checked");
+    assert!(
+        matches!(shown.lock_delay, Some(LockDelayState::Running { .. })),
+        "the check shows the promoted replica in its delay: {shown:?}"
     );
 
     let wait = Duration::from_secs(30);

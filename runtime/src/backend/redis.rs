@@ -10,6 +10,7 @@
 //! is pipelined behind the acquisition, so it reaches the same primary.
 //! Releases are announced on sharded channels (see `notify`).
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -483,7 +484,7 @@ impl RedisBackend {
             }
             Commands::Cluster(link) => {
                 let connection = link.connection();
-                for (host, port) in cluster_primaries(connection.clone()).await? {
+                for Primary { host, port, .. } in cluster_primaries(connection.clone()).await? {
                     let keys = admin::scan(pattern, |command| {
                         let mut connection = connection.clone();
                         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
@@ -543,12 +544,13 @@ impl RedisBackend {
                     native: Native::default(),
                     lock_delay: (self.config.lock_delay != LockDelay::Off).then_some(""),
                 };
-                for (host, port) in cluster_primaries(connection.clone()).await? {
+                for Primary { host, port, slots } in cluster_primaries(connection.clone()).await? {
                     let address = format!("{host}:{port}");
                     let mut via = Via::ClusterNode {
                         connection: connection.clone(),
                         host,
                         port,
+                        slots,
                     };
                     let probed = probe(&mut via, address, NodeRole::Primary, &needs, None).await;
                     settle(&mut report, probed, true)?;
@@ -616,11 +618,17 @@ async fn release_any(
     }
 }
 
-/// The addresses of a cluster's primaries, from `CLUSTER SLOTS` (a
-/// primary serving several ranges is named once).
-async fn cluster_primaries(
-    mut connection: ClusterConnection,
-) -> Result<Vec<(String, u16)>, LockError> {
+/// A cluster primary, from `CLUSTER SLOTS`.
+struct Primary {
+    host: String,
+    port: u16,
+    /// The slot ranges it serves.
+    slots: Vec<RangeInclusive<usize>>,
+}
+
+/// A cluster's primaries, from `CLUSTER SLOTS`, each named once with
+/// every slot range it serves.
+async fn cluster_primaries(mut connection: ClusterConnection) -> Result<Vec<Primary>, LockError> {
     let reply = connection
         .route_command(
             redis::cmd("CLUSTER").arg("SLOTS").clone(),
@@ -633,24 +641,39 @@ async fn cluster_primaries(
             detail: "the reply to CLUSTER SLOTS could not be read".to_owned(),
             source: Some(std::sync::Arc::new(err)),
         })?;
-    let mut primaries: Vec<(String, u16)> = ranges
-        .into_iter()
-        .filter_map(|range| {
-            let node = range.into_iter().nth(2)?;
-            let (host, port): (String, u16) = match node {
-                Value::Array(fields) => {
-                    let mut fields = fields.into_iter();
-                    let host = redis::from_redis_value(fields.next()?).ok()?;
-                    let port = redis::from_redis_value(fields.next()?).ok()?;
-                    (host, port)
-                }
-                _ => return None,
-            };
-            Some((host, port))
-        })
-        .collect();
-    primaries.sort_unstable();
-    primaries.dedup();
+    let mut primaries: Vec<Primary> = Vec::new();
+    for range in ranges {
+        let mut fields = range.into_iter();
+        let (Some(start), Some(end), Some(Value::Array(node))) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let mut node = node.into_iter();
+        let (Some(host), Some(port)) = (node.next(), node.next()) else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(host), Ok(port)) = (
+            redis::from_redis_value::<usize>(start),
+            redis::from_redis_value::<usize>(end),
+            redis::from_redis_value::<String>(host),
+            redis::from_redis_value::<u16>(port),
+        ) else {
+            continue;
+        };
+        match primaries
+            .iter_mut()
+            .find(|p| p.host == host && p.port == port)
+        {
+            Some(primary) => primary.slots.push(start..=end),
+            None => primaries.push(Primary {
+                host,
+                port,
+                slots: vec![start..=end],
+            }),
+        }
+    }
+    primaries.sort_unstable_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
     Ok(primaries)
 }
 
