@@ -279,8 +279,7 @@ impl KeySpace {
     /// have these `roles`: lock, fence, queue, waiters, readers and record;
     /// then the namespace's node marker.
     fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
-        let tag = self.tag(user);
-        let marker_tag = self.marker_tag(user);
+        let (tag, marker_tag) = self.tags(user);
         let name_len = tag.len() + self.base.len() + user.len();
         let size = user.len()
             + roles
@@ -337,23 +336,16 @@ impl KeySpace {
         self.names(KeyKind::Semaphore, user, roles)
     }
 
-    /// `{tag}` of `user`'s slot when hash-tagged, else nothing.
-    fn tag(&self, user: &str) -> String {
-        if self.hash_tagged {
-            format!("{{{}}}", slot_tag(user))
-        } else {
-            String::new()
+    /// When hash-tagged, `{tag}` of `user`'s slot and `{n}`, the tag of the
+    /// node marker of that slot (shared by every lock of the slot, see
+    /// `slots`); else nothing.
+    fn tags(&self, user: &str) -> (String, String) {
+        if !self.hash_tagged {
+            return (String::new(), String::new());
         }
-    }
-
-    /// `{n}`, the tag of the node marker of `user`'s slot when hash-tagged
-    /// (shared by every lock of the slot, see `slots`), else nothing.
-    fn marker_tag(&self, user: &str) -> String {
-        if self.hash_tagged {
-            format!("{{{}}}", slots::marker_tag(slots::slot(&slot_tag(user))))
-        } else {
-            String::new()
-        }
+        let tag = slot_tag(user);
+        let marker = slots::marker_tag(slots::slot(&tag));
+        (format!("{{{tag}}}"), format!("{{{marker}}}"))
     }
 }
 
