@@ -94,7 +94,7 @@ impl LockManagerBuilder {
     }
 
     /// How long a server that became the primary (a Sentinel failover, a
-    /// replica promoted by hand) or came back without its data (restarted
+    /// Redis Cluster failover, a replica promoted by hand) or came back without its data (restarted
     /// empty, or from a stale snapshot) grants no lock, permit or read/write
     /// lease: every lease it may have lost must have ended first, or a second
     /// holder could get in while the first still holds. Default: the longest
@@ -106,9 +106,11 @@ impl LockManagerBuilder {
     /// is renewed. A server restarted empty learns it lost data from a
     /// manager that was connected before (it saw the old `run_id`) or from a
     /// holder's renewal; until then it grants as a new server would. One
-    /// server or Sentinel; Redis Cluster keeps no delay yet, Redlock its own
-    /// rule. See the guide, `leasehold::guide::deployments`, "Failover and
-    /// restarts".
+    /// server, Sentinel and Redis Cluster, where each primary keeps it per
+    /// slot (the marker lives in the lock's slot: a slot first asked for
+    /// long after a promotion still waits out a delay then); Redlock keeps
+    /// its own rule. See the guide, `leasehold::guide::deployments`,
+    /// "Failover and restarts".
     pub fn lock_delay(mut self, delay: Duration) -> Self {
         self.redis.lock_delay = if delay.is_zero() {
             LockDelay::Off
@@ -327,11 +329,13 @@ impl LockManagerBuilder {
     /// for that long is reported lost before its validity ends; one that
     /// reaches the new primary is kept if the lock was replicated to it.
     /// Replication is asynchronous, so as with Sentinel a failover can lose a
-    /// lock the old primary granted but had not replicated, and the new
-    /// primary grants it again; `LockOptions::min_replicas` closes that
-    /// window (a lock is granted only once that many replicas of its shard
-    /// acknowledged it), and fencing tokens keep rising across the failover
-    /// (see [`LockGuard::fencing_token`]).
+    /// lock the old primary granted but had not replicated; the promoted
+    /// replica keeps a [lock-delay](Self::lock_delay) in each slot it is
+    /// asked for, so it does not grant such a lock again while that lease
+    /// may be valid. `LockOptions::min_replicas` keeps the lock itself (it is
+    /// granted only once that many replicas of its shard acknowledged it),
+    /// and fencing tokens keep rising across the failover (see
+    /// [`LockGuard::fencing_token`]).
     ///
     /// [`LockGuard::fencing_token`]: crate::LockGuard::fencing_token
     pub async fn cluster<I>(self, urls: I) -> Result<LockManager, LockError>

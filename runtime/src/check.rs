@@ -42,7 +42,9 @@ pub struct NodeReport {
     pub native: Vec<&'static str>,
     /// Where a primary stands in its lock-delay (see
     /// [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay));
-    /// `None` when it grants as usual, or the manager keeps no delay.
+    /// `None` when it grants as usual, or the manager keeps no delay. A
+    /// cluster primary keeps it per slot: the longest delay running in a
+    /// slot it serves, else `Pending` when one is still to start in one.
     pub lock_delay: Option<LockDelayState>,
     /// Why the node could not be checked; the manager works without it
     /// (a Sentinel, or a Redlock node beyond the quorum).

@@ -13,7 +13,7 @@
 //! `base-rwturn:k`, and its writers' fencing counter in
 //! `base-rwfence:k`. The namespace's node marker (the identity its server
 //! last granted under, for the lock-delay) is `base-node:`, with no user key
-//! after it. Every lock key has `:` right after `base`, every
+//! after it (on a cluster one per slot, see below). Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,
@@ -29,6 +29,10 @@
 //! `order:{42}:b` share a slot, as they would as plain Redis keys), else a
 //! 64-bit FNV-1a hash of the user key in hex: never empty, never a `}`.
 //! A tag holds no `}`, so it ends at the first one: the names stay distinct.
+//! The node marker is per slot, not per tag: `{n}base-node:`, where `n` is
+//! the smallest number (in decimal) of the lock's slot (see `slots`), so
+//! a cluster keeps at most one per slot and namespace, however many keys
+//! are locked.
 //!
 //! Namespaces stay apart too, because [`check_namespace`] refuses the two
 //! that would not: a `:` inside the namespace (`app:x`'s lock on `k` would be
@@ -37,6 +41,7 @@
 //! neither, a name reads back one way only: the namespace runs to the first
 //! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
+use crate::slots;
 use crate::LockError;
 
 /// The kinds of lock a key can have; each keeps its own state, so one user
@@ -171,11 +176,22 @@ impl LockKey {
         self.part(6)
     }
 
-    /// The namespace's node marker, `base-node:` (in the lock's slot when
-    /// hash-tagged): the identity its node last granted under and the end
+    /// The namespace's node marker, `base-node:` (`{n}base-node:` when
+    /// hash-tagged: one per slot, in the lock's): the identity its node last granted under and the end
     /// of its lock-delay (see `node_delay` in `backend/scripts/prelude.lua`).
     pub(crate) fn node(&self) -> &str {
         self.part(7)
+    }
+
+    /// The node marker of `slot` in this key's namespace, as
+    /// [`node`](Self::node) names it for a lock of that slot (hash-tagged
+    /// key spaces; `check` reads every slot's a cluster primary serves).
+    pub(crate) fn node_of_slot(&self, slot: usize) -> String {
+        let untagged = self
+            .node()
+            .split_once('}')
+            .map_or(self.node(), |(_, rest)| rest);
+        format!("{{{}}}{untagged}", slots::marker_tag(slot))
     }
 
     /// The channel whose release messages wake this key's waiters: the lock
@@ -263,14 +279,14 @@ impl KeySpace {
     /// have these `roles`: lock, fence, queue, waiters, readers and record;
     /// then the namespace's node marker.
     fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
-        let tag = self.tag(user);
+        let (tag, marker_tag) = self.tags(user);
         let name_len = tag.len() + self.base.len() + user.len();
         let size = user.len()
             + roles
                 .iter()
                 .map(|role| name_len + role.len())
                 .sum::<usize>()
-            + tag.len()
+            + marker_tag.len()
             + self.base.len()
             + NODE_ROLE.len();
         let mut names = String::with_capacity(size);
@@ -283,7 +299,7 @@ impl KeySpace {
             }
             *end = names.len();
         }
-        for part in [tag.as_str(), self.base.as_str(), NODE_ROLE] {
+        for part in [marker_tag.as_str(), self.base.as_str(), NODE_ROLE] {
             names.push_str(part);
         }
         ends[7] = names.len();
@@ -320,13 +336,16 @@ impl KeySpace {
         self.names(KeyKind::Semaphore, user, roles)
     }
 
-    /// `{tag}` of `user`'s slot when hash-tagged, else nothing.
-    fn tag(&self, user: &str) -> String {
-        if self.hash_tagged {
-            format!("{{{}}}", slot_tag(user))
-        } else {
-            String::new()
+    /// When hash-tagged, `{tag}` of `user`'s slot and `{n}`, the tag of the
+    /// node marker of that slot (shared by every lock of the slot, see
+    /// `slots`); else nothing.
+    fn tags(&self, user: &str) -> (String, String) {
+        if !self.hash_tagged {
+            return (String::new(), String::new());
         }
+        let tag = slot_tag(user);
+        let marker = slots::marker_tag(slots::slot(&tag));
+        (format!("{{{tag}}}"), format!("{{{marker}}}"))
     }
 }
 
@@ -435,10 +454,25 @@ mod tests {
         let keys = KeySpace::new("app".into());
         assert_eq!(keys.key("k").node(), "app-node:");
         assert_eq!(keys.semaphore("other").node(), "app-node:");
-        let tagged = KeySpace::hash_tagged("app".into()).key("order:{42}");
-        assert_eq!(tagged.node(), "{42}app-node:");
+        let cluster = KeySpace::hash_tagged("app".into());
+        let tagged = cluster.key("order:{42}");
+        let marker_tag = slots::marker_tag(slots::slot("42"));
+        assert_eq!(slots::slot(&marker_tag.to_string()), slots::slot("42"));
+        assert_eq!(tagged.node(), format!("{{{marker_tag}}}app-node:"));
         assert_eq!(tagged.lock(), "{42}app:order:{42}");
         assert_eq!(tagged.user(), "order:{42}", "the parts before stay whole");
+        let same_slot = (0..100_000)
+            .map(|i| format!("t{i}"))
+            .find(|tag| tag != "42" && slots::slot(tag) == slots::slot("42"))
+            .expect("another tag of the slot");
+        let neighbour = cluster.semaphore(&format!("stock:{{{same_slot}}}"));
+        assert_eq!(neighbour.node(), tagged.node(), "one marker per slot");
+        let odd = KeySpace::hash_tagged("}x{".into()).key("k");
+        assert_eq!(
+            odd.node_of_slot(slots::slot("42")),
+            format!("{{{marker_tag}}}}}x{{-node:")
+        );
+        assert_eq!(tagged.node_of_slot(slots::slot("42")), tagged.node());
     }
 
     #[test]
@@ -597,8 +631,10 @@ mod tests {
                 let key = space.key(user);
                 let semaphore = space.semaphore(user);
                 let rw = space.rwlock(user, KeyKind::Write);
+                let markers = [key.node(), semaphore.node(), rw.node()];
                 let slots: Vec<u16> = std::iter::once(key.lock())
                     .chain(names_besides_the_lock(&key, &semaphore, &rw))
+                    .chain(markers)
                     .map(slot)
                     .collect();
                 assert!(

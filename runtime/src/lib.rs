@@ -73,6 +73,7 @@ mod private;
 mod redact;
 #[cfg(feature = "serde")]
 mod settings;
+mod slots;
 mod telemetry;
 mod token;
 mod validity;

@@ -304,6 +304,23 @@ impl RedisCluster {
     /// plus 10 node timeouts.
     #[track_caller]
     pub fn failover(&self, replica: &RedisServer) {
+        self.fail_over_to(replica, &["CLUSTER", "FAILOVER"]);
+    }
+
+    /// Runs `CLUSTER FAILOVER FORCE` on `replica`: it takes over its
+    /// primary's slots without first catching up with it, as when that
+    /// primary cannot be reached, so writes the replica had not received
+    /// are lost (the old primary, demoted, resynchronises from it). Returns
+    /// and panics as [`Self::failover`] does.
+    #[track_caller]
+    pub fn force_failover(&self, replica: &RedisServer) {
+        self.fail_over_to(replica, &["CLUSTER", "FAILOVER", "FORCE"]);
+    }
+
+    /// Sends `command`, a form of `CLUSTER FAILOVER`, to `replica` until it
+    /// is a primary, and waits until the cluster is whole again.
+    #[track_caller]
+    fn fail_over_to(&self, replica: &RedisServer, command: &[&str]) {
         let node = self.node_for(replica);
         let servers = self.servers();
         let addr = replica.addr();
@@ -314,7 +331,7 @@ impl RedisCluster {
                 &servers,
             );
         }
-        let request = || topology::expect(replica, &["CLUSTER", "FAILOVER"], &servers);
+        let request = || topology::expect(replica, command, &servers);
         self.let_votes_go_stale();
         request();
         let mut requested = Instant::now();

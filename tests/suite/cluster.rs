@@ -531,10 +531,27 @@ async fn locks_stay_exclusive_and_waiters_finish_while_their_slot_moves_back_and
 /// failover (see the Sentinel test of the same name).
 const WOKEN: Duration = Duration::from_secs(1);
 
+/// Waits until `locks` is granted a lock in slot tag `tag` again: the
+/// promoted primary's lock-delay there (as long as the holder's 20 s
+/// lease) is over.
+async fn until_granting(locks: &LockManager, tag: &str) {
+    let probe = format!("probe:{{{tag}}}");
+    let granting = poll_async(FOLLOW, || async {
+        let Ok(Some(guard)) = within(locks.try_acquire(&probe, short_lease())).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            return false;
+        };
+        within(guard.release()).await.is_ok()
+    })
+    .await;
+    assert!(granting, "the promoted primary never granted again");
+}
+
 /// After `CLUSTER FAILOVER` of the shard holding them, the waiters of every
 /// kind (a permit, a read of a write-locked key, a plain lock) listen where
-/// the slot now lives: the releases there wake them at once, not when the
-/// holder's 20 s lease would have ended.
+/// the slot now lives: once the promoted primary's lock-delay is over, the
+/// releases there wake them at once, not when the holder's 20 s lease would
+/// have ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover() {
     let cluster = RedisCluster::start();
@@ -552,5 +569,6 @@ async fn waiters_of_every_kind_hear_releases_on_the_new_primary_after_a_failover
         .primary_for_key(&tag)
         .expect("a primary serves the tag");
     assert_ne!(promoted.addr(), old);
+    until_granting(&other, &tag).await;
     waiting.release_and_assert_woken_within(WOKEN).await;
 }

@@ -20,6 +20,7 @@ mod cancellation;
 mod check;
 mod cluster;
 mod cluster_batches;
+mod cluster_lock_delay;
 mod computed_settings;
 mod conformance;
 mod conformance_mutex;

@@ -13,12 +13,13 @@
 //! a one-line script that returns 0; the probe keys have a random name in
 //! the manager's namespace, which no lock uses.
 
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Client, Cmd, RedisError, RedisResult, Value};
+use redis::{Client, Cmd, Pipeline, RedisError, RedisResult, Value};
 
 use super::acl::permission_denied;
 use super::connection::lock_error;
@@ -40,6 +41,8 @@ pub(super) enum Via {
         connection: ClusterConnection,
         host: String,
         port: u16,
+        /// The slot ranges it serves, whose node markers show its lock-delay.
+        slots: Vec<RangeInclusive<usize>>,
     },
 }
 
@@ -51,6 +54,7 @@ impl Via {
                 connection,
                 host,
                 port,
+                ..
             } => {
                 let node = SingleNodeRoutingInfo::ByAddress {
                     host: host.clone(),
@@ -59,6 +63,25 @@ impl Via {
                 connection
                     .route_command(command.clone(), RoutingInfo::SingleNode(node))
                     .await
+            }
+        }
+    }
+
+    /// The replies to `count` commands sent in one `pipeline`.
+    async fn run_pipeline(&mut self, pipeline: Pipeline, count: usize) -> RedisResult<Vec<Value>> {
+        match self {
+            Via::Server(connection) => pipeline.query_async(connection).await,
+            Via::ClusterNode {
+                connection,
+                host,
+                port,
+                ..
+            } => {
+                let node = SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                };
+                connection.route_pipeline(pipeline, 0, count, node).await
             }
         }
     }
@@ -76,7 +99,8 @@ pub(super) struct Needs<'a> {
     pub(super) native: Native,
     /// Whether the grant scripts keep a lock-delay there, which reads
     /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
-    /// manager saw when it connected (empty if unknown).
+    /// manager saw when it connected (empty if unknown; always on a
+    /// cluster, whose primaries keep the delay per slot).
     pub(super) lock_delay: Option<&'a str>,
 }
 
@@ -131,8 +155,10 @@ pub(super) async fn probe(
             let text = redis::from_redis_value::<String>(info).unwrap_or_default();
             probed.risks = risks_in(&probed.node.address, &text);
             if let Some(seen) = needs.lock_delay {
-                let marker = needs.key.node();
-                probed.node.lock_delay = lock_delay_of(via, marker, &text, seen).await;
+                probed.node.lock_delay = match needs.cluster {
+                    true => slots_lock_delay_of(via, needs.key, &text).await,
+                    false => lock_delay_of(via, needs.key.node(), &text, seen).await,
+                };
             }
         }
         Err(err) if permission_denied(&err).is_some() => {
@@ -312,6 +338,53 @@ async fn lock_delay_of(
     lock_delay_in(text, marker.as_deref(), seen, now_ms)
 }
 
+/// Node markers read in one round trip by [`slots_lock_delay_of`].
+const MARKERS_PER_TRIP: usize = 1024;
+
+/// Where a cluster primary stands in its lock-delay, which it keeps per
+/// slot (see `keys`): the longest delay running in a slot it serves, else
+/// a delay still to start in one (a marker of another identity: the node
+/// was promoted, or the slot moved here, since it last granted there). A
+/// slot without a marker is not counted: unused, or its marker lost with a
+/// promotion, the report cannot tell (the next grant there would start a
+/// delay on a promoted node).
+async fn slots_lock_delay_of(via: &mut Via, key: &LockKey, text: &str) -> Option<LockDelayState> {
+    let markers: Vec<String> = match via {
+        Via::ClusterNode { slots, .. } => slots
+            .iter()
+            .flat_map(Clone::clone)
+            .map(|slot| key.node_of_slot(slot))
+            .collect(),
+        Via::Server(_) => return None,
+    };
+    let now_ms = server_time(via).await? / 1000;
+    let mut shown = None;
+    for batch in markers.chunks(MARKERS_PER_TRIP) {
+        let mut pipeline = redis::pipe();
+        for marker in batch {
+            pipeline.cmd("GET").arg(marker);
+        }
+        for value in via.run_pipeline(pipeline, batch.len()).await.ok()? {
+            if let Ok(Some(marker)) = redis::from_redis_value::<Option<String>>(value) {
+                shown = to_show(shown, lock_delay_in(text, Some(&marker), "", now_ms));
+            }
+        }
+    }
+    shown
+}
+
+/// Of two slots' states on one node, the one its report shows: a running
+/// delay (the longer), else one still to start.
+fn to_show(a: Option<LockDelayState>, b: Option<LockDelayState>) -> Option<LockDelayState> {
+    use LockDelayState::{Pending, Running};
+    match (a, b) {
+        (Some(Running { left: x }), Some(Running { left: y })) => Some(Running { left: x.max(y) }),
+        (Some(running @ Running { .. }), _) | (_, Some(running @ Running { .. })) => Some(running),
+        (Some(Pending), _) | (_, Some(Pending)) => Some(Pending),
+        (None, None) => None,
+    }
+}
+
 /// What `node_delay` in `scripts/prelude.lua` would decide now (`now_ms`,
 /// the server's clock) on a node whose `INFO` is `text` and whose node
 /// marker is `marker`: running when the marker is of this identity and its
@@ -399,6 +472,22 @@ mod tests {
         let guarded =
             "role:master\r\nconnected_slaves:2\r\nmin_slaves_good_slaves:2\r\naof_enabled:1\r\n";
         assert!(risks_in("n:1", guarded).is_empty());
+    }
+
+    #[test]
+    fn a_cluster_primary_shows_its_longest_running_slot_delay_else_one_to_start() {
+        let running = |ms| {
+            Some(LockDelayState::Running {
+                left: Duration::from_millis(ms),
+            })
+        };
+        let pending = Some(LockDelayState::Pending);
+        assert_eq!(to_show(running(5), running(9)), running(9));
+        assert_eq!(to_show(running(9), running(5)), running(9));
+        assert_eq!(to_show(pending, running(5)), running(5));
+        assert_eq!(to_show(running(5), None), running(5));
+        assert_eq!(to_show(None, pending), pending);
+        assert_eq!(to_show(None, None), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! is pipelined behind the acquisition, so it reaches the same primary.
 //! Releases are announced on sharded channels (see `notify`).
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +66,10 @@ pub(crate) struct RedisBackend {
     /// The server's `run_id` when this backend connected (empty when
     /// unknown, or no lock-delay is kept): a server without a marker that
     /// runs another process was restarted empty since (see `NodeCheck`).
+    /// Always empty on a cluster: a script goes to whichever primary serves
+    /// its slot, so no one `run_id` is the one expected there; a promoted
+    /// primary is told by its `master_replid2` and the marker of each slot
+    /// instead (see `lock_delay_ms`).
     seen_run_id: Box<str>,
 }
 
@@ -131,14 +136,13 @@ impl RedisBackend {
     }
 
     /// The lock-delay in ms that a step for a lease of `ttl_ms` asks the
-    /// server to keep (see `lock_delay`): on one server, for every kind;
-    /// none yet on a cluster, whose markers would have to live in each
-    /// lock's slot.
+    /// server to keep (see `lock_delay`), for every kind. On a cluster each
+    /// primary keeps it per slot: the node marker is in the lock's slot
+    /// (see `keys`), so the script that grants reads it on the primary that
+    /// serves the slot now, and a promoted one grants nothing in a slot
+    /// until the delay it started there has passed.
     fn lock_delay_ms(&self, ttl_ms: u64) -> u64 {
-        match self.target {
-            Target::Server(_) => self.config.lock_delay.millis_for(ttl_ms, &self.longest_ttl),
-            Target::Cluster(_) => 0,
-        }
+        self.config.lock_delay.millis_for(ttl_ms, &self.longest_ttl)
     }
 
     /// What a grant step for a lease of `ttl_ms` tells the server to keep
@@ -481,7 +485,7 @@ impl RedisBackend {
             }
             Commands::Cluster(link) => {
                 let connection = link.connection();
-                for (host, port) in cluster_primaries(connection.clone()).await? {
+                for Primary { host, port, .. } in cluster_primaries(connection.clone()).await? {
                     let keys = admin::scan(pattern, |command| {
                         let mut connection = connection.clone();
                         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
@@ -539,14 +543,15 @@ impl RedisBackend {
                     cluster: true,
                     sentinel,
                     native: Native::default(),
-                    lock_delay: None,
+                    lock_delay: (self.config.lock_delay != LockDelay::Off).then_some(""),
                 };
-                for (host, port) in cluster_primaries(connection.clone()).await? {
+                for Primary { host, port, slots } in cluster_primaries(connection.clone()).await? {
                     let address = format!("{host}:{port}");
                     let mut via = Via::ClusterNode {
                         connection: connection.clone(),
                         host,
                         port,
+                        slots,
                     };
                     let probed = probe(&mut via, address, NodeRole::Primary, &needs, None).await;
                     settle(&mut report, probed, true)?;
@@ -614,11 +619,17 @@ async fn release_any(
     }
 }
 
-/// The addresses of a cluster's primaries, from `CLUSTER SLOTS` (a
-/// primary serving several ranges is named once).
-async fn cluster_primaries(
-    mut connection: ClusterConnection,
-) -> Result<Vec<(String, u16)>, LockError> {
+/// A cluster primary, from `CLUSTER SLOTS`.
+struct Primary {
+    host: String,
+    port: u16,
+    /// The slot ranges it serves.
+    slots: Vec<RangeInclusive<usize>>,
+}
+
+/// A cluster's primaries, from `CLUSTER SLOTS`, each named once with
+/// every slot range it serves.
+async fn cluster_primaries(mut connection: ClusterConnection) -> Result<Vec<Primary>, LockError> {
     let reply = connection
         .route_command(
             redis::cmd("CLUSTER").arg("SLOTS").clone(),
@@ -631,24 +642,39 @@ async fn cluster_primaries(
             detail: "the reply to CLUSTER SLOTS could not be read".to_owned(),
             source: Some(std::sync::Arc::new(err)),
         })?;
-    let mut primaries: Vec<(String, u16)> = ranges
-        .into_iter()
-        .filter_map(|range| {
-            let node = range.into_iter().nth(2)?;
-            let (host, port): (String, u16) = match node {
-                Value::Array(fields) => {
-                    let mut fields = fields.into_iter();
-                    let host = redis::from_redis_value(fields.next()?).ok()?;
-                    let port = redis::from_redis_value(fields.next()?).ok()?;
-                    (host, port)
-                }
-                _ => return None,
-            };
-            Some((host, port))
-        })
-        .collect();
-    primaries.sort_unstable();
-    primaries.dedup();
+    let mut primaries: Vec<Primary> = Vec::new();
+    for range in ranges {
+        let mut fields = range.into_iter();
+        let (Some(start), Some(end), Some(Value::Array(node))) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let mut node = node.into_iter();
+        let (Some(host), Some(port)) = (node.next(), node.next()) else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(host), Ok(port)) = (
+            redis::from_redis_value::<usize>(start),
+            redis::from_redis_value::<usize>(end),
+            redis::from_redis_value::<String>(host),
+            redis::from_redis_value::<u16>(port),
+        ) else {
+            continue;
+        };
+        match primaries
+            .iter_mut()
+            .find(|p| p.host == host && p.port == port)
+        {
+            Some(primary) => primary.slots.push(start..=end),
+            None => primaries.push(Primary {
+                host,
+                port,
+                slots: vec![start..=end],
+            }),
+        }
+    }
+    primaries.sort_unstable_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
     Ok(primaries)
 }
 
