@@ -131,7 +131,7 @@ impl LockManagerBuilder {
     /// first start, the first grants of each namespace wait up to the delay
     /// minus the server's uptime. Off by default, so a service started
     /// beside a new Redis is not held up; turn it on where a single server
-    /// runs without persistence and may restart. One server and Sentinel.
+    /// runs without persistence and may restart.
     pub fn lock_delay_after_server_start(mut self) -> Self {
         self.redis.delay_after_start = true;
         self
