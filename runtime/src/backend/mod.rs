@@ -90,6 +90,9 @@ pub(crate) enum Attempt {
     Acquired,
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
+    /// The server grants nothing for about `left` more: it is in its
+    /// lock-delay (see `lock_delay`), whoever holds the key.
+    Delayed { left: Duration },
 }
 
 /// One of the lock stores.

@@ -244,7 +244,7 @@ impl RedisBackend {
         };
         let attempt = attempt_from_reply(granted, value);
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
-        if matches!(attempt, Attempt::Busy { .. }) || acknowledged >= replicas.replicas {
+        if attempt != Attempt::Acquired || acknowledged >= replicas.replicas {
             return Ok(attempt);
         }
         tracing::warn!(
