@@ -1,12 +1,13 @@
 //! `dlock show KEY`: everything `inspect` knows about what holds a key:
 //! each kind of its locks that is held (lock, read/write lock, semaphore),
-//! or the one kind `--kind` names.
+//! or the one kind `--kind` names; and, as text, a server in its lock-delay
+//! (after a failover or a restart), which grants none of them.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use leasehold::admin::{LeaseInfo, LockInfo, RwLockInfo, SemaphoreInfo};
-use leasehold::LockManager;
+use leasehold::{LockDelayState, LockManager};
 
 use crate::failure::Failure;
 use crate::format;
@@ -21,9 +22,32 @@ pub async fn run(
     json: bool,
 ) -> Result<(), Failure> {
     match kind {
-        Some(kind) => run_kind(manager, key, kind, json).await,
-        None => run_held(manager, key, json).await,
+        Some(kind) => run_kind(manager, key, kind, json).await?,
+        None => run_held(manager, key, json).await?,
     }
+    if !json {
+        let state = manager.lock_delay_state().await?;
+        print!(
+            "{}",
+            lock_delay_line(state, SystemTime::now()).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// The line that shows the server in its lock-delay `state`, seen at `now`:
+/// how long it grants nothing more, and until when; `None` when it grants.
+fn lock_delay_line(state: Option<LockDelayState>, now: SystemTime) -> Option<String> {
+    let state = match state? {
+        LockDelayState::Running { left } => format!(
+            "the server grants nothing for {} more, until {} UTC (promoted or restarted: a failover)",
+            format::duration(left),
+            format::clock(now + left)
+        ),
+        LockDelayState::Pending => "starts at the next grant or renewal (the server was promoted or restarted since it last granted)".to_owned(),
+        _ => return None,
+    };
+    Some(format!("lock-delay:      {state}\n"))
 }
 
 /// Prints every kind of `key`'s locks that is held, separated by a blank

@@ -297,6 +297,21 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
     commands
 }
 
+/// Where the server behind `connection` stands in its lock-delay now, as
+/// [`probe`] reports it (its `INFO`, node marker `marker_key` and clock,
+/// against the `run_id` the manager saw, `seen`): for `dlock show` and
+/// `LockManager::lock_delay_state`. Fails only when `INFO` does.
+pub(super) async fn lock_delay_now(
+    connection: ConnectionManager,
+    marker_key: &str,
+    seen: &str,
+) -> Result<Option<LockDelayState>, LockError> {
+    let mut via = Via::Server(connection);
+    let info = via.run(&redis::cmd("INFO")).await.map_err(lock_error)?;
+    let text = redis::from_redis_value::<String>(info).unwrap_or_default();
+    Ok(lock_delay_of(&mut via, marker_key, &text, seen).await)
+}
+
 /// Where the node stands in its lock-delay: its node marker (`marker_key`)
 /// read against its identity in `INFO`'s `text`, the `run_id` the manager
 /// saw (`seen`) and its clock.

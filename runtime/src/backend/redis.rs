@@ -29,7 +29,7 @@ use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
-use super::probe::{probe, settle, Needs, Via};
+use super::probe::{self, probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
@@ -37,7 +37,7 @@ use super::target::{ClusterSeeds, Commands, Target};
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
-use crate::check::{CheckReport, NodeRole};
+use crate::check::{CheckReport, LockDelayState, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -552,6 +552,21 @@ impl RedisBackend {
                 }
                 Ok(report)
             }
+        }
+    }
+
+    /// Where the server stands in its lock-delay now (read as `check`
+    /// reads it, through the names of `key`); `None` on a cluster, which
+    /// keeps none yet, and when this manager keeps none.
+    pub(crate) async fn lock_delay_state(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<LockDelayState>, LockError> {
+        match &self.commands {
+            Commands::Server(connection) if self.config.lock_delay != LockDelay::Off => {
+                probe::lock_delay_now(connection.clone(), key.node(), &self.seen_run_id).await
+            }
+            _ => Ok(None),
         }
     }
 
