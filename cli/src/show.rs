@@ -45,6 +45,11 @@ fn lock_delay_line(state: Option<LockDelayState>, now: SystemTime) -> Option<Str
             format::clock(now + left)
         ),
         LockDelayState::Pending => "starts at the next grant or renewal (the server was promoted or restarted since it last granted)".to_owned(),
+        LockDelayState::Deposed { left } => format!(
+            "the server was replaced as the primary and deposed: it grants and renews nothing for {} more, until {} UTC",
+            format::duration(left),
+            format::clock(now + left)
+        ),
         _ => return None,
     };
     Some(format!("lock-delay:      {state}\n"))

@@ -330,9 +330,10 @@ async fn lock_delay_of(
 /// What `node_delay` in `scripts/prelude.lua` would decide now (`now_ms`,
 /// the server's clock) on a node whose `INFO` is `text` and whose node
 /// marker is `marker`: running when the marker is of this identity and its
-/// end is ahead, pending when the identity changed since (or a node with no
-/// marker was promoted, or runs another process than the manager saw,
-/// `seen`), none otherwise.
+/// end is ahead, deposed when a deposition's end is (see `depose.lua`),
+/// pending when the identity changed since (or a node with no marker was
+/// promoted, or runs another process than the manager saw, `seen`, or a
+/// deposition ended), none otherwise.
 fn lock_delay_in(
     text: &str,
     marker: Option<&str>,
@@ -350,14 +351,22 @@ fn lock_delay_in(
     let Some((marked, until_ms)) = marker.and_then(|marker| marker.split_once(' ')) else {
         return (promoted || restarted).then_some(LockDelayState::Pending);
     };
-    if marked != identity {
-        return Some(LockDelayState::Pending);
+    let left = until_ms
+        .parse::<u64>()
+        .ok()?
+        .checked_sub(now_ms)
+        .filter(|&left| left > 0)
+        .map(Duration::from_millis);
+    match (marked, left) {
+        (DEPOSED, Some(left)) => Some(LockDelayState::Deposed { left }),
+        _ if marked != identity => Some(LockDelayState::Pending),
+        (_, left) => left.map(|left| LockDelayState::Running { left }),
     }
-    let left = until_ms.parse::<u64>().ok()?.checked_sub(now_ms)?;
-    (left > 0).then(|| LockDelayState::Running {
-        left: Duration::from_millis(left),
-    })
 }
+
+/// The word a deposition writes in the node marker, before its end
+/// (`DEPOSED` in `scripts/prelude.lua`).
+const DEPOSED: &str = "deposed";
 
 /// The risks that `INFO`'s `text` shows on `node`.
 fn risks_in(node: &str, text: &str) -> Vec<Risk> {
@@ -442,6 +451,17 @@ mod tests {
             lock_delay_in(&never_promoted, Some("r0:a0 0"), "r1", 10_000),
             Some(LockDelayState::Pending),
             "restarted or promoted since the marker was written"
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("deposed 12000"), "r1", 10_000),
+            Some(LockDelayState::Deposed {
+                left: Duration::from_secs(2)
+            })
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("deposed 9000"), "r1", 10_000),
+            Some(LockDelayState::Pending),
+            "a deposition that ended starts the delay at the next grant"
         );
         assert_eq!(lock_delay_in(&never_promoted, None, "r1", 10_000), None);
         assert_eq!(lock_delay_in(&never_promoted, None, "", 10_000), None);
