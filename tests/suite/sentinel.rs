@@ -588,8 +588,9 @@ const DEPOSED_TTL: Duration = Duration::from_secs(12);
 /// A holder whose manager never hears of the failover renews there; a
 /// second manager hears the announcement, follows it, and deposes the old
 /// primary. The holder learns that it lost its lease while the new
-/// primary's lock-delay still runs; without the deposition its renewals
-/// would go on succeeding for as long as the old primary stays up.
+/// primary's lock-delay still runs, and the old primary grants its manager
+/// nothing more; without the deposition its renewals would go on succeeding
+/// for as long as the old primary stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replaced_primary_still_up_is_deposed_and_its_holders_learn_they_lost_the_lease() {
     let topology = RedisSentinel::start();
@@ -647,6 +648,13 @@ async fn replaced_primary_still_up_is_deposed_and_its_holders_learn_they_lost_th
     assert!(
         matches!(state, Some(LockDelayState::Running { .. })),
         "the holder learned it lost its lease only after the new primary's lock-delay ended: {state:?}"
+    );
+    // Nor does the deposed primary grant: its refusal reads as a node that
+    // is no longer the primary.
+    let stale = within(holder.try_acquire("another", lease())).await;
+    assert!(
+        matches!(&stale, Err(LockError::Connection { detail, .. }) if detail.contains("DEPOSED")),
+        "the deposed primary still grants: {stale:?}"
     );
     let old = topology
         .replicas()

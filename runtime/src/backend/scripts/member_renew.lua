@@ -9,10 +9,9 @@
 -- Returns 1 when extended, 0 when the lease is gone: its lease ended (it
 -- is dropped here if still listed) or its member was removed, or the node
 -- was deposed (see DEPOSED in prelude.lua).
-if deposed(KEYS[2], ARGV[3]) then
+if node_delay(KEYS[2], ARGV[3], true) < 0 then
   return 0
 end
-node_delay(KEYS[2], ARGV[3], true)
 local now_ms = drop_expired_permits(KEYS[1])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0

@@ -189,19 +189,6 @@ local DEPOSED = 'deposed'
 -- asks the Sentinels where the primary went.
 local DEPOSED_ERROR = 'DEPOSED this server was replaced as the primary (a manager learned of the failover) and grants no lock; reach the primary through the Sentinels'
 
--- Whether a manager deposed this node (see DEPOSED) and the deposition has
--- not ended. `check` is the caller's lock-delay argument ('DELAY_MS', or
--- 'DELAY_MS SEEN_RUN_ID'): a DELAY_MS of 0 looks at no deposition, as it
--- keeps no lock-delay.
-local function deposed(marker_key, check)
-  if tonumber(string.match(check or '0', '^%d+') or '0') <= 0 then
-    return false
-  end
-  local marker = redis.call('GET', marker_key) or ''
-  local until_ms = string.match(marker, '^' .. DEPOSED .. ' (%d+)$')
-  return until_ms ~= nil and tonumber(until_ms) > clock_us() / 1000
-end
-
 -- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
@@ -222,8 +209,8 @@ end
 -- caller's argument 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'; a DELAY_MS of 0
 -- turns the check off. Returns the ms left of the delay; 0 when the node
 -- may grant. A deposed node (see DEPOSED) fails a grant with DEPOSED_ERROR,
--- and answers a hand-over or renewal (`renewed`) with what is left of its
--- deposition (the renewal scripts refuse before they get here).
+-- and answers a hand-over or renewal (`renewed`) with -1: it hands over and
+-- renews nothing.
 local function node_delay(marker_key, check, renewed)
   local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
   if delay_ms <= 0 then
@@ -244,7 +231,7 @@ local function node_delay(marker_key, check, renewed)
   local marked, until_ms = string.match(marker or '', '^(%S+) (%d+)$')
   if marked == DEPOSED and tonumber(until_ms) > now_ms then
     if renewed then
-      return tonumber(until_ms) - now_ms
+      return -1
     end
     error({err = DEPOSED_ERROR})
   end

@@ -13,10 +13,9 @@
 -- changed, or that lost the marker with its data, starts its lock-delay.
 -- A lease still found here is renewed all the same: its grant survived,
 -- and nobody else is granted the lock while it lasts.
-if deposed(KEYS[2], ARGV[3]) then
+if node_delay(KEYS[2], ARGV[3], true) < 0 then
   return 0
 end
-node_delay(KEYS[2], ARGV[3], true)
 if held_by(KEYS[1], ARGV[1]) then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

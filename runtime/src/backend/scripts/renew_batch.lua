@@ -18,11 +18,10 @@
 -- lease).
 local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
 local leases = #KEYS - 1
-if deposed(KEYS[#KEYS], ARGV[#ARGV]) then
+if node_delay(KEYS[#KEYS], ARGV[#ARGV], true) < 0 then
   return string.rep('0', leases)
 end
 local renewed = {}
-node_delay(KEYS[#KEYS], ARGV[#ARGV], true)
 for i = 1, plain do
   local key, token = KEYS[i], ARGV[2 + i]
   local value = redis.call('GET', key)
