@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use leasehold::{
     LockDelayState, LockError, LockGuard, LockManager, LockManagerBuilder, LockOptions,
 };
-use leasehold_testkit::{poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue};
+use leasehold_testkit::{
+    poll_until, Engine, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue,
+};
 use support::{
     assert_not_replicated, assert_subscribed_soon, holder_token, lease_still_valid, lock_value,
     long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
@@ -593,7 +595,20 @@ const DEPOSED_TTL: Duration = Duration::from_secs(12);
 /// for as long as the old primary stays up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replaced_primary_still_up_is_deposed_and_its_holders_learn_they_lost_the_lease() {
-    let topology = RedisSentinel::start();
+    deposed_primary_stops_renewing(Engine::Redis).await;
+}
+
+/// The same on Valkey 9.1, which has `SET … IFEQ`: a native renewal would
+/// bypass the deposition, so a Sentinel primary's leases are renewed by the
+/// scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replaced_valkey_primary_still_up_is_deposed_though_it_renews_natively_elsewhere() {
+    deposed_primary_stops_renewing(Engine::Valkey).await;
+}
+
+/// The deposition test on a set-up of `engine`.
+async fn deposed_primary_stops_renewing(engine: Engine) {
+    let topology = RedisSentinel::start_on(engine);
     let old_primary = topology.primary().addr();
     topology
         .primary()
