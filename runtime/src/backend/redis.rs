@@ -143,18 +143,29 @@ impl RedisBackend {
         self
     }
 
-    /// Tells this server, a primary the Sentinels replaced, to grant, hand
-    /// over and renew nothing (see `depose.lua`) for the lock-delay, and at
-    /// least [`LEAST_DEPOSITION`]; `marker` is the namespace's node marker.
-    /// A replica refuses (it grants nothing anyway).
-    pub(crate) async fn depose(&self, marker: &str) -> Result<(), LockError> {
+    /// Tells this server, a primary the Sentinels replaced by `successor`,
+    /// to grant, hand over and renew nothing (see `depose.lua`) for the
+    /// lock-delay, and at least [`LEAST_DEPOSITION`]; `marker` is the
+    /// namespace's node marker. Whether it was deposed: not when it is
+    /// `successor` itself, under another address. A replica refuses (it
+    /// grants nothing anyway).
+    pub(crate) async fn depose(
+        &self,
+        marker: &str,
+        successor: &RedisBackend,
+    ) -> Result<bool, LockError> {
         let lasts = self.lock_delay_ms(0).max(millis(LEAST_DEPOSITION));
+        let successor = &*successor.seen_run_id;
         self.on_commands(async |commands, _| {
-            let deposed: i64 = run_script!(scripts::DEPOSE, commands, keys[marker], args[lasts])?;
-            Ok(deposed)
+            let deposed: i64 = run_script!(
+                scripts::DEPOSE,
+                commands,
+                keys[marker],
+                args[lasts, successor]
+            )?;
+            Ok(deposed == 1)
         })
         .await
-        .map(drop)
     }
 
     /// This backend, counting its longest ttl with `previous`'s: the

@@ -301,30 +301,41 @@ impl Shared {
             }
         };
         tracing::info!(service, from = %current.addr, to = %found.addr, "following a failover to the new primary");
+        let primary = Arc::new(primary);
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Current {
             generation: current.generation + 1,
             addr: found.addr.into(),
-            primary: Arc::new(primary),
+            primary: Arc::clone(&primary),
         };
         // Its waiters listen on the old primary: each tries again now, on
         // the new one, and watches there.
         current.primary.wake_every_waiter();
         if self.config.lock_delay != LockDelay::Off {
             let limit = self.config.response_timeout;
-            tokio::spawn(depose(current, Arc::clone(&self.marker), limit));
+            tokio::spawn(depose(current, primary, Arc::clone(&self.marker), limit));
         }
     }
 }
 
-/// Deposes `replaced`, the primary before a failover (see `depose.lua`),
-/// within `limit`: if it is still up and taking writes, its holders learn at
-/// their next renewal that they lost their lease. One that does not answer
-/// in time, or refuses (a replica already), is left as it is.
-async fn depose(replaced: Current, marker: Arc<str>, limit: Duration) {
+/// Deposes `replaced`, the primary before a failover to `successor` (see
+/// `depose.lua`), within `limit`: if it is still up and taking writes, its
+/// holders learn at their next renewal that they lost their lease. One that
+/// does not answer in time, or refuses (a replica already), is left as it
+/// is, and so is one that is `successor` under another address.
+async fn depose(
+    replaced: Current,
+    successor: Arc<RedisBackend>,
+    marker: Arc<str>,
+    limit: Duration,
+) {
     let addr = &replaced.addr;
-    match tokio::time::timeout(limit, replaced.primary.depose(&marker)).await {
-        Ok(Ok(())) => {
+    let deposing = replaced.primary.depose(&marker, &successor);
+    match tokio::time::timeout(limit, deposing).await {
+        Ok(Ok(true)) => {
             tracing::info!(primary = %addr, "deposed the replaced primary: it grants and renews no lock from now on");
+        }
+        Ok(Ok(false)) => {
+            tracing::info!(primary = %addr, "not deposed: the primary the Sentinels name now, under another address");
         }
         Ok(Err(err)) => {
             tracing::debug!(primary = %addr, error = %err, "the replaced primary refused its deposition (a replica already, or unreachable)");
