@@ -178,6 +178,10 @@ async fn show_names_a_server_in_its_lock_delay_and_when_it_ends() {
     let run = dlock(&["--url", &url, "show", "stock:42"], "").await;
     run.expect_code(0);
     assert!(!run.stdout.contains("lock-delay"), "{run:#?}");
+    let run = dlock(&["--url", &url, "show", "stock:42", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["lock_delay"], Value::Null, "{run:#?}");
 
     server.restart_empty();
     let mut refused = None;
@@ -204,6 +208,17 @@ async fn show_names_a_server_in_its_lock_delay_and_when_it_ends() {
     );
     assert!(
         run.stdout.contains(" UTC (promoted or restarted"),
+        "{run:#?}"
+    );
+    let run = dlock(&["--url", &url, "show", "stock:42", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["held"], false, "{run:#?}");
+    assert_eq!(info["lock_delay"]["state"], "running", "{run:#?}");
+    let left = info["lock_delay"]["left_ms"].as_u64().expect("time left");
+    assert!(left > 0 && left <= 60_000, "{left}");
+    assert!(
+        info["lock_delay"]["ends_at_ms"].as_u64().is_some(),
         "{run:#?}"
     );
 }
