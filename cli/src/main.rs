@@ -68,7 +68,9 @@ enum Command {
     /// (each holder and its remaining lease), whichever kinds are held, as
     /// `ls` finds them; the plain lock as free when none is. With --kind,
     /// that kind only, held or not. --json prints one object (with its
-    /// `kind`), or an array when several kinds of KEY are held.
+    /// `kind`), or an array when several kinds of KEY are held. A server in
+    /// its lock-delay after a failover or restart (it grants nothing) is
+    /// shown with the time left and when it ends (JSON: `lock_delay`).
     Show {
         /// The lock's key, without namespace.
         key: String,

@@ -1,12 +1,15 @@
 //! `dlock show KEY`: everything `inspect` knows about what holds a key:
 //! each kind of its locks that is held (lock, read/write lock, semaphore),
-//! or the one kind `--kind` names.
+//! or the one kind `--kind` names; and a server in its lock-delay (after a
+//! failover or a restart), which grants none of them: a `lock-delay:` line,
+//! or each JSON object's `lock_delay`.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use leasehold::admin::{LeaseInfo, LockInfo, RwLockInfo, SemaphoreInfo};
-use leasehold::LockManager;
+use leasehold::{LockDelayState, LockManager};
+use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::format;
@@ -20,26 +23,117 @@ pub async fn run(
     kind: Option<Kind>,
     json: bool,
 ) -> Result<(), Failure> {
+    let delay = manager.lock_delay_state().await?;
+    let shown = Shown {
+        json,
+        delay: delay.map(|state| DelayJson::new(state, SystemTime::now())),
+    };
     match kind {
-        Some(kind) => run_kind(manager, key, kind, json).await,
-        None => run_held(manager, key, json).await,
+        Some(kind) => run_kind(manager, key, kind, &shown).await?,
+        None => run_held(manager, key, &shown).await?,
     }
+    if !json {
+        print!(
+            "{}",
+            lock_delay_line(delay, SystemTime::now()).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// How `show` prints: as JSON or text, and the server's lock-delay, which
+/// each JSON object carries.
+struct Shown {
+    json: bool,
+    delay: Option<DelayJson>,
+}
+
+impl Shown {
+    /// Prints `shown` as JSON, with the lock-delay.
+    fn print_json(&self, shown: impl Serialize) -> Result<(), Failure> {
+        locks::print_json(&self.with_delay(shown))
+    }
+
+    /// `shown` with the lock-delay, as JSON prints it.
+    fn with_delay<T: Serialize>(&self, shown: T) -> WithDelay<'_, T> {
+        WithDelay {
+            shown,
+            lock_delay: self.delay.as_ref(),
+        }
+    }
+}
+
+/// One shown lock as JSON, with `lock_delay`: `null` when the server grants.
+#[derive(Serialize)]
+struct WithDelay<'a, T> {
+    #[serde(flatten)]
+    shown: T,
+    lock_delay: Option<&'a DelayJson>,
+}
+
+/// The server's lock-delay as JSON: `running` (it grants nothing for
+/// `left_ms` more, until `ends_at_ms`, Unix ms), `pending` (it starts at the
+/// next grant) or `deposed` (a replaced primary, for `left_ms` more).
+#[derive(Serialize)]
+struct DelayJson {
+    state: &'static str,
+    left_ms: Option<u64>,
+    ends_at_ms: Option<u64>,
+}
+
+impl DelayJson {
+    /// `state` as seen at `now`.
+    fn new(state: LockDelayState, now: SystemTime) -> Self {
+        let (name, left) = match state {
+            LockDelayState::Running { left } => ("running", Some(left)),
+            LockDelayState::Deposed { left } => ("deposed", Some(left)),
+            _ => ("pending", None),
+        };
+        DelayJson {
+            state: name,
+            left_ms: left.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            ends_at_ms: left.map(|left| format::unix_ms(now + left)),
+        }
+    }
+}
+
+/// The line that shows the server in its lock-delay `state`, seen at `now`:
+/// how long it grants nothing more, and until when; `None` when it grants.
+fn lock_delay_line(state: Option<LockDelayState>, now: SystemTime) -> Option<String> {
+    let state = match state? {
+        LockDelayState::Running { left } => format!(
+            "the server grants nothing for {} more, until {} UTC (promoted or restarted: a failover)",
+            format::duration(left),
+            format::clock(now + left)
+        ),
+        LockDelayState::Pending => "starts at the next grant or renewal (the server was promoted or restarted since it last granted)".to_owned(),
+        LockDelayState::Deposed { left } => format!(
+            "the server was replaced as the primary and deposed: it grants and renews nothing for {} more, until {} UTC",
+            format::duration(left),
+            format::clock(now + left)
+        ),
+        _ => return None,
+    };
+    Some(format!("lock-delay:      {state}\n"))
 }
 
 /// Prints every kind of `key`'s locks that is held, separated by a blank
 /// line (JSON: one object, or an array of several); the free plain lock
 /// when none is.
-async fn run_held(manager: &LockManager, key: &str, json: bool) -> Result<(), Failure> {
+async fn run_held(manager: &LockManager, key: &str, shown: &Shown) -> Result<(), Failure> {
     let held = locks::held_kinds(manager, key).await?;
     if held.is_empty() {
-        return run_kind(manager, key, Kind::Lock, json).await;
+        return run_kind(manager, key, Kind::Lock, shown).await;
     }
     let now = SystemTime::now();
-    if json {
-        let shown: Vec<HeldJson> = held.iter().map(|info| HeldJson::new(info, now)).collect();
-        return match shown.as_slice() {
+    if shown.json {
+        let each: Vec<_> = held
+            .iter()
+            .map(|info| shown.with_delay(HeldJson::new(info, now)))
+            .collect();
+        return match each.as_slice() {
             [one] => locks::print_json(one),
-            _ => locks::print_json(&shown),
+            _ => locks::print_json(&each),
         };
     }
     let described: Vec<String> = held
@@ -55,20 +149,26 @@ async fn run_held(manager: &LockManager, key: &str, json: bool) -> Result<(), Fa
 }
 
 /// Prints `key`'s lock of `kind`, held or not: as text, or as JSON.
-async fn run_kind(manager: &LockManager, key: &str, kind: Kind, json: bool) -> Result<(), Failure> {
+async fn run_kind(
+    manager: &LockManager,
+    key: &str,
+    kind: Kind,
+    shown: &Shown,
+) -> Result<(), Failure> {
+    let json = shown.json;
     let now = SystemTime::now();
     match kind {
         Kind::Lock => {
             let info = manager.inspect(key).await?;
             if json {
-                return locks::print_json(&LockJson::new(&info, now));
+                return shown.print_json(LockJson::new(&info, now));
             }
             print!("{}", describe(&info, now));
         }
         Kind::Rw => {
             let info = manager.rwlock(key).inspect().await?;
             if json {
-                return locks::print_json(&RwLockJson::new(&info, now));
+                return shown.print_json(RwLockJson::new(&info, now));
             }
             print!("{}", describe_rw(&info, now));
         }
@@ -76,7 +176,7 @@ async fn run_kind(manager: &LockManager, key: &str, kind: Kind, json: bool) -> R
             // N is not stored: any N inspects the same holders.
             let info = manager.semaphore(key, 1).inspect().await?;
             if json {
-                return locks::print_json(&SemaphoreJson::new(&info, now));
+                return shown.print_json(SemaphoreJson::new(&info, now));
             }
             print!("{}", describe_semaphore(&info, now));
         }

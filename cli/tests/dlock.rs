@@ -163,6 +163,66 @@ async fn show_names_holder_ttl_fencing_counter_and_a_queued_waiter() {
     waiting.abort();
 }
 
+/// Issue 40: a server in its lock-delay grants nothing; `show` says so,
+/// and when the delay ends. Put in it as after a crash: restarted empty
+/// under a 60 s lease, then asked by a manager that knew it before (which
+/// starts a 60 s delay, longer than the test). A server that grants shows
+/// no such line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_names_a_server_in_its_lock_delay_and_when_it_ends() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    let knew = LockManager::connect(&url).await.expect("connect");
+    let outlasting = || LockOptions::new().ttl(Duration::from_secs(60)).renew(false);
+    let _first = knew.acquire("stock:42", outlasting()).await.expect("free");
+    let run = dlock(&["--url", &url, "show", "stock:42"], "").await;
+    run.expect_code(0);
+    assert!(!run.stdout.contains("lock-delay"), "{run:#?}");
+    let run = dlock(&["--url", &url, "show", "stock:42", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["lock_delay"], Value::Null, "{run:#?}");
+
+    server.restart_empty();
+    let mut refused = None;
+    for _ in 0..50 {
+        match knew.try_acquire("stock:42", outlasting()).await {
+            Err(leasehold::LockError::Connection { .. }) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            answer => {
+                refused = Some(answer.expect("answered").is_none());
+                break;
+            }
+        }
+    }
+    assert_eq!(refused, Some(true), "granted during the lock-delay");
+
+    let run = dlock(&["--url", &url, "show", "stock:42"], "").await;
+    run.expect_code(0);
+    assert!(run.stdout.contains("held:            no"), "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("lock-delay:      the server grants nothing for "),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(" UTC (promoted or restarted"),
+        "{run:#?}"
+    );
+    let run = dlock(&["--url", &url, "show", "stock:42", "--json"], "").await;
+    run.expect_code(0);
+    let info: Value = serde_json::from_str(&run.stdout).expect("show --json prints JSON");
+    assert_eq!(info["held"], false, "{run:#?}");
+    assert_eq!(info["lock_delay"]["state"], "running", "{run:#?}");
+    let left = info["lock_delay"]["left_ms"].as_u64().expect("time left");
+    assert!(left > 0 && left <= 60_000, "{left}");
+    assert!(
+        info["lock_delay"]["ends_at_ms"].as_u64().is_some(),
+        "{run:#?}"
+    );
+}
+
 /// Issue 42: `show` counted "held for" from when the holder asked, wait
 /// included. A holder that waited in the queue is shown held since its
 /// grant, and its wait apart; one that took the lock at once did not wait.

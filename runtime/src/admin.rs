@@ -16,7 +16,7 @@ use crate::backend::{EvictedLeases, SharedState, MOST_WAITERS_SHOWN};
 use crate::keys::KeyKind;
 pub use crate::keys::LockKind;
 use crate::token::Holder;
-use crate::{LockError, LockManager, RwLock, Semaphore};
+use crate::{LockDelayState, LockError, LockManager, RwLock, Semaphore};
 
 /// Most user keys [`LockManager::list`] returns, and most locks
 /// [`LockManager::list_all`] returns.
@@ -209,6 +209,19 @@ impl LockManager {
             waited: state.waited.filter(|_| state.holder.is_some()),
             released: state.released,
         })
+    }
+
+    /// Where the server this manager takes locks on stands in its lock-delay
+    /// (see [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay)),
+    /// read as [`check`](Self::check) reads it but alone: `Running { left }`
+    /// while it grants nothing after a promotion or a restart, `Pending`
+    /// when its delay starts at the next grant or renewal asked of it,
+    /// `None` when it grants as usual or no delay is kept there (Redlock,
+    /// Redis Cluster, in memory, `risk_two_holders_after_failover`). What
+    /// `dlock show` prints. Reads only.
+    pub async fn lock_delay_state(&self) -> Result<Option<LockDelayState>, LockError> {
+        let names = self.lock_key("leasehold-lock-delay");
+        self.backend().lock_delay_state(&names).await
     }
 
     /// The keys (without namespace) of the locks held now whose key matches

@@ -266,7 +266,11 @@ impl LockManagerBuilder {
     /// promotion is done (the tests see the switch within 3 s, also when
     /// the manager could not hear its Sentinels at the time, from the moment
     /// it hears them again), and
-    /// other clients may too. [`LockOptions::min_replicas`] closes
+    /// other clients may too. A manager that switches deposes the primary it
+    /// leaves (where the lock-delay is kept): it tells it, if it answers, to
+    /// grant, hand over and renew nothing, so its holders learn at their
+    /// next renewal that they lost their lease, and managers still on it
+    /// look for the new primary. One that no manager reaches keeps granting. [`LockOptions::min_replicas`] closes
     /// that window: a lock is granted only once that many replicas
     /// acknowledged it, and a former primary with no replica left refuses it
     /// with `LockError::NotReplicated` (and the manager then looks for the
@@ -296,7 +300,8 @@ impl LockManagerBuilder {
             &self.tls,
             self.sentinel_credentials.as_ref(),
         )?;
-        let backend = SentinelBackend::connect(sentinels).await?;
+        let marker = crate::keys::KeySpace::new(self.namespace.clone()).node_marker();
+        let backend = SentinelBackend::connect(sentinels, marker.into()).await?;
         Ok(self.build(Backend::Sentinel(backend)))
     }
 

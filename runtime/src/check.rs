@@ -65,6 +65,14 @@ pub enum LockDelayState {
     /// Promoted or restarted since its last grant: its lock-delay starts at
     /// the next grant or renewal asked of it.
     Pending,
+    /// A primary that the Sentinels replaced while it was still up, deposed
+    /// by a manager that learned of the failover: it grants, hands over
+    /// and renews nothing for `left` more (then, if still a primary, its
+    /// lock-delay starts at the next grant or renewal).
+    Deposed {
+        /// What was left of the deposition when the node was checked.
+        left: Duration,
+    },
 }
 
 /// What a node is to the manager.
@@ -216,6 +224,11 @@ impl fmt::Display for NodeReport {
             ),
             Some(LockDelayState::Pending) => f.write_str(
                 ", promoted or restarted since its last grant: its lock-delay starts at the next grant",
+            ),
+            Some(LockDelayState::Deposed { left }) => write!(
+                f,
+                ", replaced as the primary and deposed: grants and renews nothing for {:.1} s more",
+                left.as_secs_f64()
             ),
             None => Ok(()),
         }

@@ -95,24 +95,37 @@ pub enum LockError {
         /// The service name as given.
         service: String,
     },
-    /// Another holder has the lock, and this attempt did not wait for it
-    /// (`wait` of zero, `try_acquire` reports it as `Ok(None)` instead).
-    #[error("lock `{key}` is held by another owner{}; this attempt did not wait (give it a `wait`, or retry later)", ends_in(.remaining))]
+    /// Another holder has the lock, or the server is in its lock-delay,
+    /// and this attempt did not wait for it (`wait` of zero, `try_acquire`
+    /// reports it as `Ok(None)` instead).
+    #[error("{}; this attempt did not wait (give it a `wait`, or retry later)", refused(.key, .remaining, .lock_delay))]
     Busy {
         /// The lock key, without namespace.
         key: String,
-        /// About how long the holder's lease has left, where the backend
-        /// said (for a semaphore: the earliest of its permits' leases); the
-        /// holder may renew it.
+        /// About how long until the key may be free, where the backend said:
+        /// the holder's lease's time left (for a semaphore: the earliest of
+        /// its permits' leases; the holder may renew it), or in a
+        /// lock-delay, what is left of it.
         remaining: Option<Duration>,
+        /// `Some` when the server refused because it is in its lock-delay
+        /// (it was promoted or restarted without its data, see
+        /// [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay)):
+        /// about how long the delay has left. Nobody may hold the key.
+        lock_delay: Option<Duration>,
     },
-    /// Another holder kept the lock for the whole `wait` period.
-    #[error("lock `{key}` is held by another owner; gave up after waiting {waited:?} (raise `wait` or retry later)")]
+    /// Another holder kept the lock, or the server its lock-delay, for the
+    /// whole `wait` period.
+    #[error("{}; gave up after waiting {waited:?} (raise `wait` or retry later)", waited_for(.key, .lock_delay))]
     Timeout {
         /// The lock key, without namespace.
         key: String,
         /// How long we waited.
         waited: Duration,
+        /// `Some` when the last attempt was refused because the server is in
+        /// its lock-delay (it was promoted or restarted without its data):
+        /// about how long the delay had left then, counted from when the
+        /// wait ended.
+        lock_delay: Option<Duration>,
     },
     /// The lease ran out or was taken over before the holder finished.
     #[error("lease on lock `{key}` was lost before the holder finished; its work must be treated as not protected")]
@@ -162,11 +175,31 @@ pub enum LockError {
     },
 }
 
-fn ends_in(remaining: &Option<Duration>) -> String {
-    match remaining {
-        Some(remaining) => format!(" (its lease ends in about {remaining:?} unless renewed)"),
-        None => String::new(),
+/// The start of `Busy`'s message: who holds the key, or the lock-delay.
+fn refused(key: &str, remaining: &Option<Duration>, lock_delay: &Option<Duration>) -> String {
+    match (lock_delay, remaining) {
+        (Some(left), _) => in_lock_delay(key, *left),
+        (None, Some(remaining)) => format!(
+            "lock `{key}` is held by another owner (its lease ends in about {remaining:?} unless renewed)"
+        ),
+        (None, None) => format!("lock `{key}` is held by another owner"),
     }
+}
+
+/// The start of `Timeout`'s message: who held the key, or the lock-delay.
+fn waited_for(key: &str, lock_delay: &Option<Duration>) -> String {
+    match lock_delay {
+        Some(left) => in_lock_delay(key, *left),
+        None => format!("lock `{key}` is held by another owner"),
+    }
+}
+
+/// Why a server in its lock-delay refused `key`, and for how long more.
+fn in_lock_delay(key: &str, left: Duration) -> String {
+    format!(
+        "lock `{key}` is not granted: the server was promoted or restarted (a failover) and grants nothing for {:.1} s more (lock-delay), as a lease it may have lost could still be held",
+        left.as_secs_f64()
+    )
 }
 
 fn not_held(key: &Option<String>) -> String {
@@ -302,6 +335,7 @@ impl From<LockError> for std::io::Error {
 mod tests {
     use std::error::Error;
     use std::sync::Arc;
+    use std::time::Duration;
 
     use super::LockError;
 
@@ -332,10 +366,41 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_in_the_lock_delay_names_it_and_a_plain_busy_lock_does_not() {
+        let left = Some(Duration::from_millis(2_100));
+        let delayed = LockError::Busy {
+            key: "k".to_owned(),
+            remaining: left,
+            lock_delay: left,
+        };
+        let message = delayed.to_string();
+        assert!(message.contains("promoted or restarted"), "{message}");
+        assert!(message.contains("2.1 s more (lock-delay)"), "{message}");
+        let timed_out = LockError::Timeout {
+            key: "k".to_owned(),
+            waited: Duration::from_millis(300),
+            lock_delay: left,
+        };
+        assert!(
+            timed_out.to_string().contains("(lock-delay)"),
+            "{timed_out}"
+        );
+        let held = LockError::Busy {
+            key: "k".to_owned(),
+            remaining: left,
+            lock_delay: None,
+        };
+        assert!(!held.to_string().contains("lock-delay"), "{held}");
+        assert!(held.to_string().contains("held by another owner"), "{held}");
+        assert_eq!([delayed.http_status(), timed_out.http_status()], [409, 409]);
+    }
+
+    #[test]
     fn the_status_table_answers_each_row() {
         let busy = LockError::Busy {
             key: "k".to_owned(),
             remaining: None,
+            lock_delay: None,
         };
         let lost = LockError::LeaseLost {
             key: "k".to_owned(),

@@ -266,6 +266,13 @@ impl KeySpace {
         &self.namespace
     }
 
+    /// The namespace's node marker on one server, `base-node:` (what
+    /// [`LockKey::node`] names without a hash tag): where a replaced
+    /// Sentinel primary is deposed.
+    pub(crate) fn node_marker(&self) -> String {
+        [self.base.as_str(), NODE_ROLE].concat()
+    }
+
     /// Every name the lock on `user` uses.
     pub(crate) fn key(&self, user: &str) -> LockKey {
         self.names(

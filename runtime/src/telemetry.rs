@@ -244,19 +244,18 @@ impl MetricLabel {
         self.0.kind
     }
 
-    /// Runs the acquisition that `start` makes of `key`, which waits up to
-    /// `wait`, in a `lock.acquire` span, and counts its outcome and, when it
+    /// Runs the acquisition that `start` makes of `key` in a `lock.acquire`
+    /// span, and counts its outcome and, when it
     /// acquired, its wait. Made here rather than passed in, the acquisition's
     /// future is kept once in this one's state, not twice (as an argument
     /// and as what is awaited), which halves what every caller moves.
     pub(crate) async fn observe<T, A>(
         &self,
         key: &str,
-        wait: Duration,
         start: impl FnOnce() -> A,
-    ) -> Result<Option<T>, LockError>
+    ) -> Result<T, LockError>
     where
-        A: Future<Output = Result<Option<T>, LockError>>,
+        A: Future<Output = Result<T, LockError>>,
     {
         let span = tracing::debug_span!(
             "lock.acquire",
@@ -268,23 +267,21 @@ impl MetricLabel {
         );
         let started = Instant::now();
         let result = start().instrument(span.clone()).await;
-        self.acquisition(&result, !wait.is_zero());
+        self.acquisition(&result);
         let waited = started.elapsed();
         span.record("waited_ms", waited.as_millis());
-        span.record("acquired", matches!(result, Ok(Some(_))));
-        if matches!(result, Ok(Some(_))) {
+        span.record("acquired", result.is_ok());
+        if result.is_ok() {
             self.waited(waited);
         }
         result
     }
 
-    /// Counts one acquisition that ended with `result`: `Ok(Some(_))` held,
-    /// `Ok(None)` busy or timed out (`waited` says which), `Busy` busy.
-    fn acquisition<T>(&self, result: &Result<Option<T>, LockError>, waited: bool) {
+    /// Counts one acquisition that ended with `result`: `Ok` held,
+    /// `Timeout` timed out, `Busy` busy.
+    fn acquisition<T>(&self, result: &Result<T, LockError>) {
         let outcome = match result {
-            Ok(Some(_)) => 0,
-            Ok(None) if waited => 1,
-            Ok(None) => 2,
+            Ok(_) => 0,
             Err(LockError::Timeout { .. }) => 1,
             Err(LockError::Busy { .. }) => 2,
             Err(_) => 3,

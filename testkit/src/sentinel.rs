@@ -5,6 +5,7 @@ use std::iter;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::engine::Engine;
 use crate::process::LOOPBACK;
 use crate::resp::RespValue;
 use crate::server::RedisServer;
@@ -76,13 +77,21 @@ impl RedisSentinel {
     /// not found everything within 30 s.
     #[track_caller]
     pub fn start() -> RedisSentinel {
-        let data: Vec<RedisServer> = iter::repeat_with(RedisServer::start)
-            .take(1 + REPLICAS)
-            .collect();
+        RedisSentinel::start_on(Engine::Redis)
+    }
+
+    /// As [`start`](Self::start), every process (data nodes and Sentinels)
+    /// running `engine`'s server, e.g. Valkey 9.1 with its native commands.
+    #[track_caller]
+    pub fn start_on(engine: Engine) -> RedisSentinel {
+        let data: Vec<RedisServer> =
+            iter::repeat_with(|| RedisServer::builder().engine(engine).start())
+                .take(1 + REPLICAS)
+                .collect();
         for replica in &data[1..] {
             replica.replica_of(&data[0]);
         }
-        let sentinels = iter::repeat_with(|| Sentinel::start(data[0].port()))
+        let sentinels = iter::repeat_with(|| Sentinel::start(engine, data[0].port()))
             .take(SENTINELS)
             .collect();
         let topology = RedisSentinel { sentinels, data };
@@ -313,15 +322,16 @@ struct Sentinel {
 
 impl Sentinel {
     /// Writes a config monitoring the primary on `primary_port` and starts a
-    /// Sentinel with it.
+    /// Sentinel of `engine` with it.
     #[track_caller]
-    fn start(primary_port: u16) -> Sentinel {
+    fn start(engine: Engine, primary_port: u16) -> Sentinel {
         let config_dir = TempDir::new("sentinel")
             .unwrap_or_else(|e| panic!("cannot create a Sentinel's config dir: {e}"));
         let config = config_dir.path().join("sentinel.conf");
         std::fs::write(&config, config_text(primary_port))
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", config.display()));
         let server = RedisServer::builder()
+            .engine(engine)
             .config_file(&config)
             .arg("--sentinel")
             .start();

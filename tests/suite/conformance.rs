@@ -297,7 +297,11 @@ async fn waiter_is_woken_by_release_not_by_holders_ttl(h: Harness) {
 async fn one_attempt_on_a_held_lock_is_busy_with_the_holders_time_left(h: Harness) {
     let _holder = h.a.acquire("k", long()).await.unwrap();
     match h.b.acquire("k", long()).await {
-        Err(LockError::Busy { key, remaining }) => {
+        Err(LockError::Busy {
+            key,
+            remaining,
+            lock_delay: None,
+        }) => {
             assert_eq!(key, "k");
             let remaining = remaining.expect("the holder's time left is known");
             assert!(
@@ -324,7 +328,11 @@ async fn waiter_gives_up_with_timeout_while_holder_keeps_lock(h: Harness) {
     .expect("a 300 ms wait ends well within 5 s");
     let elapsed = started.elapsed();
     match result {
-        Err(LockError::Timeout { key, waited }) => {
+        Err(LockError::Timeout {
+            key,
+            waited,
+            lock_delay: None,
+        }) => {
             assert_eq!(key, "k");
             assert_eq!(waited, Duration::from_millis(300));
         }

@@ -207,7 +207,7 @@ async fn waiter_gives_up_with_timeout_while_the_holder_keeps_the_mutex(h: Harnes
         .await
         .expect("a 300 ms wait ends well within 5 s");
         match result {
-            Err(LockError::Timeout { key, waited }) => {
+            Err(LockError::Timeout { key, waited, .. }) => {
                 assert_eq!((key.as_str(), waited), ("k", wait), "{kind:?}");
             }
             other => panic!("{kind:?}: expected Timeout, got {other:?}"),

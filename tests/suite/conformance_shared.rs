@@ -268,6 +268,7 @@ fn assert_busy<T: std::fmt::Debug>(result: Result<T, LockError>, key: &str) {
         Err(LockError::Busy {
             key: busy,
             remaining: Some(remaining),
+            lock_delay: None,
         }) => {
             assert_eq!(busy, key);
             assert!(
@@ -317,7 +318,11 @@ async fn permit_waiter_gives_up_with_timeout_while_permits_stay_held(h: Harness)
     .expect("a 300 ms wait ends well within 5 s");
     let elapsed = started.elapsed();
     match result {
-        Err(LockError::Timeout { key, waited }) => {
+        Err(LockError::Timeout {
+            key,
+            waited,
+            lock_delay: None,
+        }) => {
             assert_eq!(key, "k");
             assert_eq!(waited, Duration::from_millis(300));
         }

@@ -220,3 +220,69 @@ async fn a_server_up_longer_than_the_delay_grants_at_once_when_asked_to_wait_aft
         "a server up longer than the delay held up a grant"
     );
 }
+
+/// A lease long enough that the lock-delay it sets outlasts the test: no
+/// attempt below can reach its end, however slow the machine.
+fn outlasting() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(60)).renew(false)
+}
+
+/// Whether `err` names the lock-delay, with a time left in (0, 60 s].
+fn names_the_lock_delay(err: &LockError) -> bool {
+    let left = match err {
+        LockError::Busy { lock_delay, .. } | LockError::Timeout { lock_delay, .. } => *lock_delay,
+        _ => None,
+    };
+    left.is_some_and(|left| left > Duration::ZERO && left <= Duration::from_secs(60))
+        && err.to_string().contains("lock-delay")
+}
+
+/// A server in its lock-delay refuses every kind; the error of one attempt
+/// (`Busy`) and of a wait shorter than the delay (`Timeout`) says so, and
+/// how long the delay has left, rather than blaming another holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_shorter_than_the_lock_delay_ends_in_an_error_naming_it() {
+    let mut server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let rival = connect(&server.url()).await;
+    let _guard = holder.acquire(KEY, outlasting()).await.unwrap();
+
+    server.restart_empty();
+    let granted = answered(|| rival.try_acquire(KEY, outlasting())).await;
+    assert!(granted.is_none(), "granted during the lock-delay");
+
+    let attempts = [
+        ("one attempt", rival.acquire(KEY, outlasting()).await.err()),
+        (
+            "a fenced attempt",
+            rival.acquire(KEY, outlasting().fenced(true)).await.err(),
+        ),
+        (
+            "a short wait",
+            rival
+                .acquire(KEY, outlasting().wait(Duration::from_millis(300)))
+                .await
+                .err(),
+        ),
+        (
+            "a permit",
+            rival.semaphore(KEY, 1).acquire(outlasting()).await.err(),
+        ),
+        (
+            "a write lease",
+            rival.rwlock(KEY).acquire_write(outlasting()).await.err(),
+        ),
+    ];
+    for (what, err) in attempts {
+        let err = err.unwrap_or_else(|| panic!("{what}: granted during the lock-delay"));
+        assert!(names_the_lock_delay(&err), "{what}: {err:?} / {err}");
+    }
+    let waited = rival
+        .acquire(KEY, outlasting().wait(Duration::from_millis(300)))
+        .await
+        .err();
+    assert!(
+        matches!(waited, Some(LockError::Timeout { .. })),
+        "a wait ends in Timeout: {waited:?}"
+    );
+}

@@ -14,8 +14,12 @@ use crate::support;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::{LockError, LockGuard, LockManager, LockOptions};
-use leasehold_testkit::{poll_until, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue};
+use leasehold::{
+    LockDelayState, LockError, LockGuard, LockManager, LockManagerBuilder, LockOptions,
+};
+use leasehold_testkit::{
+    poll_until, Engine, ExtraPort, FaultProxy, RedisSentinel, RedisServer, RespValue,
+};
 use support::{
     assert_not_replicated, assert_subscribed_soon, holder_token, lease_still_valid, lock_value,
     long, poll_async, sentinel_manager, shared_sentinel, within, NO_HANG,
@@ -573,6 +577,113 @@ async fn plain_lock_granted_by_a_replaced_primary_is_not_granted_again_during_th
     assert!(lease_still_valid(&first));
 }
 
+/// The lease of the deposition test, and so its lock-delay: long enough
+/// that a holder renewing every third of it learns of the deposition well
+/// before a delay as long, counted from later, ends.
+const DEPOSED_TTL: Duration = Duration::from_secs(12);
+
+/// Issue 40: a replaced primary that is still up stops renewing as soon as
+/// a manager learns of the failover. Sentinel cannot make the old primary a
+/// replica here (its ACL refuses `SLAVEOF` and `REPLICAOF`, which Sentinel
+/// sends to demote it: a deterministic stand-in for a reconfiguration that
+/// is late or cannot reach it), so it stays a primary for the whole test.
+/// A holder whose manager never hears of the failover renews there; a
+/// second manager hears the announcement, follows it, and deposes the old
+/// primary. The holder learns that it lost its lease while the new
+/// primary's lock-delay still runs, and the old primary grants its manager
+/// nothing more; without the deposition its renewals would go on succeeding
+/// for as long as the old primary stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replaced_primary_still_up_is_deposed_and_its_holders_learn_they_lost_the_lease() {
+    deposed_primary_stops_renewing(Engine::Redis).await;
+}
+
+/// The same on Valkey 9.1, which has `SET … IFEQ`: a native renewal would
+/// bypass the deposition, so a Sentinel primary's leases are renewed by the
+/// scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replaced_valkey_primary_still_up_is_deposed_though_it_renews_natively_elsewhere() {
+    deposed_primary_stops_renewing(Engine::Valkey).await;
+}
+
+/// The deposition test on a set-up of `engine`.
+async fn deposed_primary_stops_renewing(engine: Engine) {
+    let topology = RedisSentinel::start_on(engine);
+    let old_primary = topology.primary().addr();
+    topology
+        .primary()
+        .command(&["ACL", "SETUSER", "default", "-slaveof", "-replicaof"])
+        .expect("ACL SETUSER");
+    let (holder, silenced) = built_through(&topology, LockManager::builder()).await;
+    for proxy in &silenced {
+        proxy.blackhole();
+    }
+    let learner = manager(&topology).await;
+    let lease = || LockOptions::new().ttl(DEPOSED_TTL);
+    let guard = within(holder.acquire("order-42", lease()))
+        .await
+        .expect("the primary grants");
+    // The learner's lock-delay is the longest ttl it asked for: this one.
+    within(learner.acquire("unrelated", lease()))
+        .await
+        .expect("free")
+        .release()
+        .await
+        .expect("released");
+
+    blocking(|| topology.failover());
+    let deadline = Instant::now() + FOLLOW;
+    let mut in_delay = false;
+    for _ in 0..FOLLOW.as_millis() / 100 {
+        match within(learner.acquire("order-42", lease())).await {
+            Err(LockError::Busy {
+                lock_delay: Some(_),
+                ..
+            }) => in_delay = true,
+            Err(LockError::Busy { .. } | LockError::Connection { .. }) => {}
+            Ok(_) => panic!("the learner was granted the held lock"),
+            Err(other) => panic!("unexpected error during the failover: {other:?}"),
+        }
+        if in_delay || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        in_delay,
+        "the learner never reached the new primary in its lock-delay"
+    );
+
+    tokio::time::timeout(DEPOSED_TTL, guard.lost())
+        .await
+        .expect("the holder learns that it lost its lease on the replaced primary");
+    let state = within(learner.lock_delay_state())
+        .await
+        .expect("the new primary answers");
+    assert!(
+        matches!(state, Some(LockDelayState::Running { .. })),
+        "the holder learned it lost its lease only after the new primary's lock-delay ended: {state:?}"
+    );
+    // Nor does the deposed primary grant: its refusal reads as a node that
+    // is no longer the primary.
+    let stale = within(holder.try_acquire("another", lease())).await;
+    assert!(
+        matches!(&stale, Err(LockError::Connection { detail, .. }) if detail.contains("DEPOSED")),
+        "the deposed primary still grants: {stale:?}"
+    );
+    let old = topology
+        .replicas()
+        .into_iter()
+        .find(|node| node.addr() == old_primary)
+        .expect("the old primary is listed");
+    let info = old.command(&["INFO", "replication"]).expect("INFO");
+    assert!(
+        info.as_str()
+            .is_some_and(|info| info.contains("role:master")),
+        "the old primary was demoted after all, so the test proves nothing: {info:?}"
+    );
+}
+
 /// The same failover with replicated acquire: the replaced primary has no
 /// replica left to acknowledge the grant, so it is refused, and the new
 /// primary's holder is the only one. Once its Sentinels answer again, the
@@ -790,15 +901,24 @@ fn subscriber_ids(sentinel: &RedisServer) -> Vec<u64> {
 /// keeping no lock-delay: the tests that use it find where it locks by
 /// taking a lock on the new primary at once.
 async fn manager_through(topology: &RedisSentinel) -> (LockManager, Vec<FaultProxy>) {
+    let builder = LockManager::builder().risk_two_holders_after_failover();
+    built_through(topology, builder).await
+}
+
+/// A manager built by `builder` with the tests' timeouts, reaching
+/// `topology`'s Sentinels through one proxy each.
+async fn built_through(
+    topology: &RedisSentinel,
+    builder: LockManagerBuilder,
+) -> (LockManager, Vec<FaultProxy>) {
     let proxies: Vec<FaultProxy> = topology
         .sentinels()
         .iter()
         .map(|sentinel| FaultProxy::start(sentinel.addr()))
         .collect();
-    let locks = LockManager::builder()
+    let locks = builder
         .connect_timeout(TIMEOUT)
         .response_timeout(TIMEOUT)
-        .risk_two_holders_after_failover()
         .sentinel(topology.service_name(), proxies.iter().map(FaultProxy::url))
         .await
         .unwrap_or_else(|err| panic!("cannot connect through the Sentinels: {err}"));

@@ -165,6 +165,10 @@ async fn refuse<M: Borrow<LockManager>, B, Body>(
 ) -> Response<LockBody<Body>> {
     let remaining = match &refused {
         LockError::Busy { remaining, .. } => *remaining,
+        LockError::Timeout {
+            lock_delay: Some(left),
+            ..
+        } => Some(*left),
         LockError::Timeout { key, .. } if config.answers.tells_retry_after() => {
             target.remaining(config.manager.borrow(), key).await
         }

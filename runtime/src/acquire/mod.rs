@@ -250,6 +250,8 @@ enum Outcome {
     Granted { room_left: bool },
     /// Held elsewhere; the blocking lease ends in about `remaining`.
     Busy { remaining: Option<Duration> },
+    /// The server is in its lock-delay for about `left` more.
+    Delayed { left: Duration },
 }
 
 impl From<Attempt> for Outcome {
@@ -257,6 +259,7 @@ impl From<Attempt> for Outcome {
         match attempt {
             Attempt::Acquired => Outcome::Granted { room_left: false },
             Attempt::Busy { remaining } => Outcome::Busy { remaining },
+            Attempt::Delayed { left } => Outcome::Delayed { left },
         }
     }
 }
@@ -270,6 +273,7 @@ impl From<PermitAttempt> for Outcome {
             PermitAttempt::Full { retry_in } => Outcome::Busy {
                 remaining: retry_in,
             },
+            PermitAttempt::Delayed { left } => Outcome::Delayed { left },
         }
     }
 }
@@ -282,9 +286,7 @@ pub(crate) async fn acquire(
     ask: Ask,
     options: &LockOptions,
 ) -> Result<LockGuard, LockError> {
-    let wait = options.wait;
-    let guard = take(manager, user, ask, options, wait).await?;
-    guard.ok_or_else(|| timeout(user, wait))
+    take(manager, user, ask, options, options.wait).await
 }
 
 /// Takes `ask` on `user`'s key in one attempt: `None` when it is held
@@ -295,7 +297,11 @@ pub(crate) async fn try_acquire(
     ask: Ask,
     options: &LockOptions,
 ) -> Result<Option<LockGuard>, LockError> {
-    not_busy(take(manager, user, ask, options, Duration::ZERO).await)
+    not_busy(
+        take(manager, user, ask, options, Duration::ZERO)
+            .await
+            .map(Some),
+    )
 }
 
 /// Runs `body` holding `ask` on `user`'s key, taken as [`acquire`] takes
@@ -336,24 +342,23 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
 }
 
 /// Takes `ask` on `user`'s key within `wait`: a re-entry of the running
-/// scope's lease, or a new lease; `Ok(None)` when the wait ran out, `Busy`
-/// when one attempt (no `wait`) found it held. Counted in the metrics and
-/// traced in a `lock.acquire` span.
+/// scope's lease, or a new lease; `Timeout` when the wait ran out, `Busy`
+/// when one attempt (no `wait`) found it held; either names a lock-delay
+/// that refused the last attempt. Counted in the metrics and traced in a
+/// `lock.acquire` span.
 pub(crate) async fn take(
     manager: &LockManager,
     user: &str,
     ask: Ask,
     options: &LockOptions,
     wait: Duration,
-) -> Result<Option<LockGuard>, LockError> {
+) -> Result<LockGuard, LockError> {
     let key = ask.key(manager, user);
     let label = MetricLabel::new(options, key.kind);
     // Not boxed: the states of waits, replicated and multi-node steps are
     // boxed where they start, which keeps this one small enough to carry.
     label
-        .observe(user, wait, || {
-            run(manager, user, key, ask, options, wait, &label)
-        })
+        .observe(user, || run(manager, user, key, ask, options, wait, &label))
         .await
 }
 
@@ -365,12 +370,12 @@ async fn run(
     options: &LockOptions,
     wait: Duration,
     label: &MetricLabel,
-) -> Result<Option<LockGuard>, LockError> {
+) -> Result<LockGuard, LockError> {
     manager.leases().ensure_open()?;
     non_empty(user)?;
     let (ttl_ms, replicas) = ask.checked(user, options)?;
     if let Some(lease) = scope::find(manager, key.lock()) {
-        return ask.reenter(user, options, lease).map(Some);
+        return ask.reenter(user, options, lease);
     }
     let backend = manager.backend();
     let hands_off = ask == Ask::Lock && backend.hands_off();
@@ -395,6 +400,7 @@ async fn run(
         renews: options.renew,
         refreshes: [None; REFRESHES_KEPT],
         longest_trip: Duration::ZERO,
+        delay_ends: None,
     };
     let started = Instant::now();
     // A writer's intent (which holds new readers back) and a reader's mark
@@ -450,12 +456,26 @@ async fn run(
             tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, "busy");
             return Err(busy(user, remaining));
         }
-        Outcome::Busy { remaining } => {
+        Outcome::Delayed { left } if wait.is_zero() => {
+            tracing::debug!(key = user, kind = ask.name(), lock_delay_left = ?left, "in the lock-delay");
+            return Err(LockError::Busy {
+                key: user.to_owned(),
+                remaining: Some(left),
+                lock_delay: Some(left),
+            });
+        }
+        refused => {
             if request.placed.is_none() && !place.is_zero() {
                 request.hold_place();
             }
             let queue_behind = behind_local_waiters && !hands_off;
-            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, queue_behind, "waiting");
+            tracing::debug!(
+                key = user,
+                kind = ask.name(),
+                ?refused,
+                queue_behind,
+                "waiting"
+            );
             // Boxed: the wait's state is most of the engine's, and an
             // acquisition that finds the key free should not carry it.
             Box::pin(request.wait(started, wait, queue_behind)).await?
@@ -468,7 +488,7 @@ async fn run(
     let (taken, seat) = loop {
         let Some(granted) = taken else {
             tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
-            return Ok(None);
+            return Err(request.timed_out(wait));
         };
         let ends = match manager.seats().take(key.lock(), ask.share()) {
             Ok(seat) => break (granted, seat),
@@ -487,7 +507,7 @@ async fn run(
             .until_free(key.lock(), ask.share(), deadline)
             .await
         {
-            return Ok(None);
+            return Err(request.timed_out(wait));
         }
         taken = Box::pin(request.wait(started, wait, false)).await?;
     };
@@ -507,7 +527,7 @@ async fn run(
         }
         None => {}
     }
-    Ok(Some(guard))
+    Ok(guard)
 }
 
 /// What every attempt of one acquisition sends, and where.
@@ -538,6 +558,9 @@ struct Request<'a> {
     /// The longest round trip of this acquisition's answered attempts: what
     /// a renewal of a grant taken as it comes is expected to need.
     longest_trip: Duration,
+    /// When the lock-delay that refused the last answered attempt ends;
+    /// `None` when that attempt was not refused for one.
+    delay_ends: Option<Instant>,
 }
 
 impl<'a> Request<'a> {
@@ -580,7 +603,23 @@ impl<'a> Request<'a> {
         pending.settled();
         let outcome = outcome?;
         self.longest_trip = self.longest_trip.max(sent.elapsed());
+        self.delay_ends = match outcome {
+            Outcome::Delayed { left } => Some(Instant::now() + left),
+            _ => None,
+        };
         Ok((outcome, sent))
+    }
+
+    /// The error of a wait that ran out after `waited`, naming the
+    /// lock-delay that refused the last attempt, if one did.
+    fn timed_out(&self, waited: Duration) -> LockError {
+        LockError::Timeout {
+            key: self.key.user().to_owned(),
+            waited,
+            lock_delay: self
+                .delay_ends
+                .map(|ends| ends.saturating_duration_since(Instant::now())),
+        }
     }
 
     /// The first attempt of a fenced lock, which also issues the lock's
@@ -707,6 +746,7 @@ impl<'a> Request<'a> {
                     }))
                 }
                 Outcome::Busy { remaining } => remaining,
+                Outcome::Delayed { left } => Some(left),
             };
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
@@ -939,6 +979,7 @@ pub(crate) fn busy(key: &str, remaining: Option<Duration>) -> LockError {
     LockError::Busy {
         key: key.to_owned(),
         remaining,
+        lock_delay: None,
     }
 }
 
@@ -948,13 +989,5 @@ pub(crate) fn not_busy<T>(result: Result<Option<T>, LockError>) -> Result<Option
     match result {
         Err(LockError::Busy { .. }) => Ok(None),
         other => other,
-    }
-}
-
-/// The error of a wait for `key` that ran out after `waited`.
-pub(crate) fn timeout(key: &str, waited: Duration) -> LockError {
-    LockError::Timeout {
-        key: key.to_owned(),
-        waited,
     }
 }

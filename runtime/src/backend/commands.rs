@@ -22,14 +22,20 @@ pub(super) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 /// holder's remaining TTL in ms (negative: none), or what is left of the
 /// node's lock-delay (`granted` 2), after which it may be granted.
 pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
-    if granted == 1 {
-        return Attempt::Acquired;
+    match granted {
+        1 => Attempt::Acquired,
+        2 => delayed(value),
+        _ => Attempt::Busy {
+            remaining: u64::try_from(value).ok().map(Duration::from_millis),
+        },
     }
-    let remaining = u64::try_from(value).ok().map(Duration::from_millis);
-    if granted == 2 {
-        tracing::warn!(?remaining, "the server grants no lock during its lock-delay: it was promoted or restarted without its data (a failover), and a lease it granted before may still be held");
-    }
-    Attempt::Busy { remaining }
+}
+
+/// A refusal of a node in its lock-delay for `left_ms` more.
+pub(super) fn delayed(left_ms: i64) -> Attempt {
+    let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+    tracing::warn!(?left, "the server grants nothing during its lock-delay: it was promoted or restarted without its data (a failover), and a lease it granted before may still be held");
+    Attempt::Delayed { left }
 }
 
 /// The invocation of `acquire.lua`: take the lock for `ttl_ms`, or, when it
@@ -101,7 +107,7 @@ pub(super) async fn try_set_checked(
     Ok(match reply {
         1 => Attempt::Acquired,
         0 => Attempt::Busy { remaining: None },
-        delayed => attempt_from_reply(2, -delayed),
+        left => delayed(-left),
     })
 }
 
@@ -127,13 +133,18 @@ pub(super) async fn try_set_fenced(
     check: NodeCheck<'_>,
 ) -> Result<(Attempt, Option<u64>), RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let reply: i64 = run_script!(
+    let reply: redis::Value = run_script!(
         scripts::ACQUIRE_FENCED,
         connection,
         keys [key.lock(), key.fence(), key.node()],
         args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms), check]
     )?;
-    Ok(fenced_attempt_from_reply(reply))
+    // One integer, or `{2, ms}` in the node's lock-delay.
+    if let redis::Value::Array(_) = reply {
+        let (_, left_ms): (i64, i64) = redis::from_redis_value(reply)?;
+        return Ok((delayed(left_ms), None));
+    }
+    Ok(fenced_attempt_from_reply(redis::from_redis_value(reply)?))
 }
 
 /// Reads the one integer `acquire_fenced.lua` replies: a token (at least

@@ -48,7 +48,7 @@ pub(crate) use self::sentinel::SentinelBackend;
 pub(crate) use self::tls::TlsConfig;
 
 use crate::backend::wait_queue::WaitTicket;
-use crate::check::CheckReport;
+use crate::check::{CheckReport, LockDelayState};
 use crate::keys::LockKey;
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -90,6 +90,9 @@ pub(crate) enum Attempt {
     Acquired,
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
+    /// The server grants nothing for about `left` more: it is in its
+    /// lock-delay (see `lock_delay`), whoever holds the key.
+    Delayed { left: Duration },
 }
 
 /// One of the lock stores.
@@ -294,6 +297,23 @@ impl Backend {
         dispatch!(self,
             server => server.fence(claim).await,
             memory => memory.fence(claim))
+    }
+
+    /// Where the server that takes locks stands in its lock-delay now;
+    /// `None` where none is kept (Redlock, a cluster, in memory, a manager
+    /// that keeps none). Read through the names of `key`.
+    pub(crate) async fn lock_delay_state(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<LockDelayState>, LockError> {
+        match self {
+            Backend::Redis(redis) => redis.lock_delay_state(key).await,
+            Backend::Sentinel(sentinel) => {
+                Box::pin(sentinel.on_primary(async |primary| primary.lock_delay_state(key).await))
+                    .await
+            }
+            Backend::Redlock(_) | Backend::Memory(_) => Ok(None),
+        }
     }
 
     /// Checks the servers without taking a lock, using the names of `key`,

@@ -323,6 +323,21 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
     commands
 }
 
+/// Where the server behind `connection` stands in its lock-delay now, as
+/// [`probe`] reports it (its `INFO`, node marker `marker_key` and clock,
+/// against the `run_id` the manager saw, `seen`): for `dlock show` and
+/// `LockManager::lock_delay_state`. Fails only when `INFO` does.
+pub(super) async fn lock_delay_now(
+    connection: ConnectionManager,
+    marker_key: &str,
+    seen: &str,
+) -> Result<Option<LockDelayState>, LockError> {
+    let mut via = Via::Server(connection);
+    let info = via.run(&redis::cmd("INFO")).await.map_err(lock_error)?;
+    let text = redis::from_redis_value::<String>(info).unwrap_or_default();
+    Ok(lock_delay_of(&mut via, marker_key, &text, seen).await)
+}
+
 /// Where the node stands in its lock-delay: its node marker (`marker_key`)
 /// read against its identity in `INFO`'s `text`, the `run_id` the manager
 /// saw (`seen`) and its clock.
@@ -373,11 +388,14 @@ async fn slots_lock_delay_of(via: &mut Via, key: &LockKey, text: &str) -> Option
     shown
 }
 
-/// Of two slots' states on one node, the one its report shows: a running
-/// delay (the longer), else one still to start.
+/// Of two slots' states on one node, the one its report shows: a
+/// deposition (the longer), else a running delay (the longer), else one
+/// still to start.
 fn to_show(a: Option<LockDelayState>, b: Option<LockDelayState>) -> Option<LockDelayState> {
-    use LockDelayState::{Pending, Running};
+    use LockDelayState::{Deposed, Pending, Running};
     match (a, b) {
+        (Some(Deposed { left: x }), Some(Deposed { left: y })) => Some(Deposed { left: x.max(y) }),
+        (Some(deposed @ Deposed { .. }), _) | (_, Some(deposed @ Deposed { .. })) => Some(deposed),
         (Some(Running { left: x }), Some(Running { left: y })) => Some(Running { left: x.max(y) }),
         (Some(running @ Running { .. }), _) | (_, Some(running @ Running { .. })) => Some(running),
         (Some(Pending), _) | (_, Some(Pending)) => Some(Pending),
@@ -388,9 +406,10 @@ fn to_show(a: Option<LockDelayState>, b: Option<LockDelayState>) -> Option<LockD
 /// What `node_delay` in `scripts/prelude.lua` would decide now (`now_ms`,
 /// the server's clock) on a node whose `INFO` is `text` and whose node
 /// marker is `marker`: running when the marker is of this identity and its
-/// end is ahead, pending when the identity changed since (or a node with no
-/// marker was promoted, or runs another process than the manager saw,
-/// `seen`), none otherwise.
+/// end is ahead, deposed when a deposition's end is (see `depose.lua`),
+/// pending when the identity changed since (or a node with no marker was
+/// promoted, or runs another process than the manager saw, `seen`, or a
+/// deposition ended), none otherwise.
 fn lock_delay_in(
     text: &str,
     marker: Option<&str>,
@@ -408,14 +427,22 @@ fn lock_delay_in(
     let Some((marked, until_ms)) = marker.and_then(|marker| marker.split_once(' ')) else {
         return (promoted || restarted).then_some(LockDelayState::Pending);
     };
-    if marked != identity {
-        return Some(LockDelayState::Pending);
+    let left = until_ms
+        .parse::<u64>()
+        .ok()?
+        .checked_sub(now_ms)
+        .filter(|&left| left > 0)
+        .map(Duration::from_millis);
+    match (marked, left) {
+        (DEPOSED, Some(left)) => Some(LockDelayState::Deposed { left }),
+        _ if marked != identity => Some(LockDelayState::Pending),
+        (_, left) => left.map(|left| LockDelayState::Running { left }),
     }
-    let left = until_ms.parse::<u64>().ok()?.checked_sub(now_ms)?;
-    (left > 0).then(|| LockDelayState::Running {
-        left: Duration::from_millis(left),
-    })
 }
+
+/// The word a deposition writes in the node marker, before its end
+/// (`DEPOSED` in `scripts/prelude.lua`).
+const DEPOSED: &str = "deposed";
 
 /// The risks that `INFO`'s `text` shows on `node`.
 fn risks_in(node: &str, text: &str) -> Vec<Risk> {
@@ -516,6 +543,17 @@ mod tests {
             lock_delay_in(&never_promoted, Some("r0:a0 0"), "r1", 10_000),
             Some(LockDelayState::Pending),
             "restarted or promoted since the marker was written"
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("deposed 12000"), "r1", 10_000),
+            Some(LockDelayState::Deposed {
+                left: Duration::from_secs(2)
+            })
+        );
+        assert_eq!(
+            lock_delay_in(&never_promoted, Some("deposed 9000"), "r1", 10_000),
+            Some(LockDelayState::Pending),
+            "a deposition that ended starts the delay at the next grant"
         );
         assert_eq!(lock_delay_in(&never_promoted, None, "r1", 10_000), None);
         assert_eq!(lock_delay_in(&never_promoted, None, "", 10_000), None);

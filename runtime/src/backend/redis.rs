@@ -30,15 +30,15 @@ use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use super::native::{self, Native, NativeCommands};
 use super::notify::Notifications;
 use super::places::{self, PlaceRefresh, PlacesSeen};
-use super::probe::{probe, settle, Needs, Via};
+use super::probe::{self, probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
-use super::scripts;
+use super::scripts::{self, run_script};
 use super::semaphore::{acquire_permit, release_member, renew_member};
 use super::target::{ClusterSeeds, Commands, Target};
 use super::tls::TlsConfig;
-use super::{Attempt, Claim, PermitAttempt, Taking};
+use super::{millis, Attempt, Claim, PermitAttempt, Taking};
 use crate::backend::wait_queue::WaitTicket;
-use crate::check::{CheckReport, NodeRole};
+use crate::check::{CheckReport, LockDelayState, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;
 use crate::token::OwnerToken;
@@ -48,6 +48,11 @@ use crate::LockError;
 /// granted before the waiter confirms it (by renewing to its own ttl): a
 /// waiter that died holds up the key at most this long.
 pub(crate) const GRANT_WINDOW: Duration = Duration::from_secs(2);
+
+/// Least time a deposed primary grants, hands over and renews nothing (see
+/// [`RedisBackend::depose`]), whatever the lock-delay: Sentinel makes it a
+/// replica within some seconds when it reaches it.
+const LEAST_DEPOSITION: Duration = Duration::from_secs(30);
 
 /// Locks in one Redis server (or one master), or in a Redis Cluster.
 pub(crate) struct RedisBackend {
@@ -125,6 +130,47 @@ impl RedisBackend {
             longest_ttl: Arc::default(),
             seen_run_id,
         })
+    }
+
+    /// This backend on a primary that Sentinel names, which a manager
+    /// deposes once the Sentinels replace it (see [`depose`](Self::depose)):
+    /// where a lock-delay is kept, leases are renewed by the scripts, which
+    /// refuse on a deposed node; the server's own `SET … IFEQ` would go on
+    /// renewing there.
+    pub(crate) fn deposable(mut self) -> Self {
+        if self.config.lock_delay != LockDelay::Off {
+            let offered = self.native.in_use();
+            self.native = NativeCommands::new(Native {
+                renew: false,
+                ..offered
+            });
+        }
+        self
+    }
+
+    /// Tells this server, a primary the Sentinels replaced by `successor`,
+    /// to grant, hand over and renew nothing (see `depose.lua`) for the
+    /// lock-delay, and at least [`LEAST_DEPOSITION`]; `marker` is the
+    /// namespace's node marker. Whether it was deposed: not when it is
+    /// `successor` itself, under another address. A replica refuses (it
+    /// grants nothing anyway).
+    pub(crate) async fn depose(
+        &self,
+        marker: &str,
+        successor: &RedisBackend,
+    ) -> Result<bool, LockError> {
+        let lasts = self.lock_delay_ms(0).max(millis(LEAST_DEPOSITION));
+        let successor = &*successor.seen_run_id;
+        self.on_commands(async |commands, _| {
+            let deposed: i64 = run_script!(
+                scripts::DEPOSE,
+                commands,
+                keys[marker],
+                args[lasts, successor]
+            )?;
+            Ok(deposed == 1)
+        })
+        .await
     }
 
     /// This backend, counting its longest ttl with `previous`'s: the
@@ -249,7 +295,7 @@ impl RedisBackend {
         };
         let attempt = attempt_from_reply(granted, value);
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
-        if matches!(attempt, Attempt::Busy { .. }) || acknowledged >= replicas.replicas {
+        if attempt != Attempt::Acquired || acknowledged >= replicas.replicas {
             return Ok(attempt);
         }
         tracing::warn!(
@@ -558,6 +604,21 @@ impl RedisBackend {
                 }
                 Ok(report)
             }
+        }
+    }
+
+    /// Where the server stands in its lock-delay now (read as `check`
+    /// reads it, through the names of `key`); `None` on a cluster, which
+    /// keeps none yet, and when this manager keeps none.
+    pub(crate) async fn lock_delay_state(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<LockDelayState>, LockError> {
+        match &self.commands {
+            Commands::Server(connection) if self.config.lock_delay != LockDelay::Off => {
+                probe::lock_delay_now(connection.clone(), key.node(), &self.seen_run_id).await
+            }
+            _ => Ok(None),
         }
     }
 

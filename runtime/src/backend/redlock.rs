@@ -350,6 +350,8 @@ impl RedlockBackend {
                 match reply {
                     Ok(Attempt::Acquired) => round.granted += 1,
                     Ok(Attempt::Busy { remaining }) => round.busy.push(remaining),
+                    // Its nodes keep no lock-delay (`NodeCheck::OFF`).
+                    Ok(Attempt::Delayed { left }) => round.busy.push(Some(left)),
                     Err(err) => round.failed.push((index, err)),
                 }
                 round.busy.len() > n - quorum

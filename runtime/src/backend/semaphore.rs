@@ -14,9 +14,10 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
+use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
-use super::Claim;
+use super::{Attempt, Claim};
 use crate::token::OwnerToken;
 
 /// The outcome of one attempt to take a permit.
@@ -26,19 +27,22 @@ pub(crate) enum PermitAttempt {
     Acquired { free: u32 },
     /// Every permit is held; the earliest lease ends in about `retry_in`.
     Full { retry_in: Option<Duration> },
+    /// The server grants nothing for about `left` more: it is in its
+    /// lock-delay (see `lock_delay`).
+    Delayed { left: Duration },
 }
 
 impl PermitAttempt {
     /// Reads the `{granted, value}` reply of `semaphore_acquire.lua`.
     pub(super) fn from_reply(granted: i64, value: i64) -> Self {
-        if granted == 1 {
-            PermitAttempt::Acquired {
+        match attempt_from_reply(granted, value) {
+            Attempt::Acquired => PermitAttempt::Acquired {
                 free: u32::try_from(value).unwrap_or(0),
-            }
-        } else {
-            PermitAttempt::Full {
-                retry_in: u64::try_from(value).ok().map(Duration::from_millis),
-            }
+            },
+            Attempt::Busy { remaining } => PermitAttempt::Full {
+                retry_in: remaining,
+            },
+            Attempt::Delayed { left } => PermitAttempt::Delayed { left },
         }
     }
 }

@@ -23,6 +23,18 @@
 //!   once, without waiting for a call to fail. That matters for a replaced
 //!   primary still up: it takes writes until Sentinel demotes it, seconds
 //!   later.
+//! - A manager that switches deposes the primary it leaves (where a
+//!   lock-delay is kept): in the background, within the response timeout,
+//!   it tells that node to grant, hand over and renew nothing (see
+//!   `depose.lua`). A replaced primary still up would otherwise renew its
+//!   holders' leases until Sentinel demotes it (seconds later, or never if
+//!   Sentinel cannot reach it), past the new primary's lock-delay; deposed,
+//!   its holders learn at their next renewal that they lost their lease,
+//!   and managers still on it get `DEPOSED` refusals, which make them look
+//!   for the primary. Renewals there are scripts, never the server's own
+//!   `SET … IFEQ`, which would bypass the deposition. A replaced primary no
+//!   manager reaches is not deposed: `min_replicas` (or the server's
+//!   `min-replicas-to-write`) is what stops it granting.
 //! - Waiters subscribed on the old primary are no longer woken by its
 //!   releases: on a switch every one of them is woken, tries again on the new
 //!   primary, and watches there (the engine compares
@@ -33,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::RedisConfig;
 use super::discovery::Sentinels;
+use super::lock_delay::LockDelay;
 use super::switches::{self, Manager};
 use super::RedisBackend;
 use crate::backend::wait_queue::WaitTicket;
@@ -45,14 +58,15 @@ const RESOLVE_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Error replies of a node that does not (or no longer) take writes as the
 /// primary, as redis-rs names their kinds or as Redis words them (inside a
-/// script's error).
-const NOT_PRIMARY: [&str; 6] = [
+/// script's error); `DEPOSED` is a deposed primary's (see `depose.lua`).
+const NOT_PRIMARY: [&str; 7] = [
     "READONLY",
     "ReadOnly",
     "MASTERDOWN",
     "MasterDown",
     "LOADING",
     "BusyLoading",
+    "DEPOSED",
 ];
 
 /// Locks in the primary of one Sentinel-monitored service.
@@ -63,6 +77,8 @@ pub(crate) struct SentinelBackend {
 struct Shared {
     sentinels: Sentinels,
     config: RedisConfig,
+    /// The namespace's node marker, where a replaced primary is deposed.
+    marker: Arc<str>,
     current: Mutex<Current>,
     /// When the last resolution started; locked while one runs.
     resolving: tokio::sync::Mutex<Option<Instant>>,
@@ -79,14 +95,17 @@ struct Current {
 impl SentinelBackend {
     /// Finds the primary of the service through `sentinels` and connects to
     /// it; fails as [`Sentinels::primary`] and [`RedisBackend::open`] do.
-    pub(crate) async fn connect(sentinels: Sentinels) -> Result<Self, LockError> {
+    /// `marker` is the namespace's node marker, where a primary the
+    /// Sentinels replace is deposed.
+    pub(crate) async fn connect(sentinels: Sentinels, marker: Arc<str>) -> Result<Self, LockError> {
         let config = sentinels.config();
         let found = sentinels.primary().await?;
-        let primary = RedisBackend::open(found.client, config).await?;
+        let primary = RedisBackend::open(found.client, config).await?.deposable();
         tracing::debug!(service = sentinels.service(), primary = %found.addr, "connected to the primary named by Sentinel");
         let shared = Arc::new(Shared {
             sentinels,
             config,
+            marker,
             current: Mutex::new(Current {
                 generation: 0,
                 addr: found.addr.into(),
@@ -271,7 +290,7 @@ impl Shared {
         )
         .await
         {
-            Ok(Ok(primary)) => primary.succeeding(&current.primary),
+            Ok(Ok(primary)) => primary.deposable().succeeding(&current.primary),
             Ok(Err(err)) => {
                 tracing::warn!(service, primary = %found.addr, error = %err, "cannot connect to the new primary; the next failed call tries again");
                 return;
@@ -282,14 +301,48 @@ impl Shared {
             }
         };
         tracing::info!(service, from = %current.addr, to = %found.addr, "following a failover to the new primary");
+        let primary = Arc::new(primary);
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Current {
             generation: current.generation + 1,
             addr: found.addr.into(),
-            primary: Arc::new(primary),
+            primary: Arc::clone(&primary),
         };
         // Its waiters listen on the old primary: each tries again now, on
         // the new one, and watches there.
         current.primary.wake_every_waiter();
+        if self.config.lock_delay != LockDelay::Off {
+            let limit = self.config.response_timeout;
+            tokio::spawn(depose(current, primary, Arc::clone(&self.marker), limit));
+        }
+    }
+}
+
+/// Deposes `replaced`, the primary before a failover to `successor` (see
+/// `depose.lua`), within `limit`: if it is still up and taking writes, its
+/// holders learn at their next renewal that they lost their lease. One that
+/// does not answer in time, or refuses (a replica already), is left as it
+/// is, and so is one that is `successor` under another address.
+async fn depose(
+    replaced: Current,
+    successor: Arc<RedisBackend>,
+    marker: Arc<str>,
+    limit: Duration,
+) {
+    let addr = &replaced.addr;
+    let deposing = replaced.primary.depose(&marker, &successor);
+    match tokio::time::timeout(limit, deposing).await {
+        Ok(Ok(true)) => {
+            tracing::info!(primary = %addr, "deposed the replaced primary: it grants and renews no lock from now on");
+        }
+        Ok(Ok(false)) => {
+            tracing::info!(primary = %addr, "not deposed: the primary the Sentinels name now, under another address");
+        }
+        Ok(Err(err)) => {
+            tracing::debug!(primary = %addr, error = %err, "the replaced primary refused its deposition (a replica already, or unreachable)");
+        }
+        Err(_) => {
+            tracing::debug!(primary = %addr, "the replaced primary did not answer its deposition within {limit:?}");
+        }
     }
 }
 

@@ -172,12 +172,13 @@ impl LockManager {
             // A key reached when the set's wait had run out was given one
             // attempt: still the set's wait that ran out.
             let taken = match taken {
-                Err(LockError::Busy { key, .. }) if !options.wait.is_zero() => {
-                    Err(LockError::Timeout {
-                        key,
-                        waited: options.wait,
-                    })
-                }
+                Err(LockError::Busy {
+                    key, lock_delay, ..
+                }) if !options.wait.is_zero() => Err(LockError::Timeout {
+                    key,
+                    waited: options.wait,
+                    lock_delay,
+                }),
                 taken => taken,
             };
             match taken {

@@ -262,6 +262,7 @@ async fn a_busy_lock_is_aborted() {
     let busy = LockError::Busy {
         key: "order:1".into(),
         remaining: None,
+        lock_delay: None,
     };
     assert_eq!(status.code(), promised(&busy), "{status:?}");
     assert_eq!(status.code(), Code::Aborted, "the README's row");

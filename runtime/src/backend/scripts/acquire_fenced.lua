@@ -16,13 +16,14 @@
 --   0 when it is ours but its token could not be issued (the counter key
 --     holds another type): the lock stays taken, as a SET's would, and the
 --     holder asks for the token on request,
---   -2 - ms when it is held: ms is the holder's remaining TTL (-1: none),
---     or when the node is in its lock-delay: ms is what is left of it.
+--   -2 - ms when it is held: ms is the holder's remaining TTL (-1: none);
+-- or {2, ms} when the node is in its lock-delay for ms more (rare, so the
+-- table costs nothing on the usual path).
 -- A failed write of the counter is caught: Redis does not undo the SET of a
 -- script that fails after it, which would leave a lock nobody knows it has.
 local delayed = node_delay(KEYS[3], ARGV[4], false)
 if delayed > 0 then
-  return -2 - delayed
+  return {2, delayed}
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return -2 - redis.call('PTTL', KEYS[1])

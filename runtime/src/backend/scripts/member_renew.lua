@@ -7,8 +7,11 @@
 -- ARGV[3]  the lock-delay in milliseconds (0: none): the node is looked at
 --          as renew.lua does (a lease still found is renewed)
 -- Returns 1 when extended, 0 when the lease is gone: its lease ended (it
--- is dropped here if still listed) or its member was removed.
-node_delay(KEYS[2], ARGV[3], true)
+-- is dropped here if still listed) or its member was removed, or the node
+-- was deposed (see DEPOSED in prelude.lua).
+if node_delay(KEYS[2], ARGV[3], true) < 0 then
+  return 0
+end
 local now_ms = drop_expired_permits(KEYS[1])
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0

@@ -138,6 +138,9 @@ pub(crate) static ACQUIRE_FENCED: Lazy<Script> = Lazy::new(|| {
 /// in the lock's record; see `hold_down.lua`.
 pub(crate) static HOLD_DOWN: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("hold_down.lua")));
+/// Tells a primary the Sentinels replaced to grant, hand over and renew
+/// nothing; see `depose.lua`.
+pub(crate) static DEPOSE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("depose.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see

@@ -175,6 +175,20 @@ local function raise_fence(counter_key, retention_ms)
   return text
 end
 
+-- What a deposition (see depose.lua) writes in the node marker, as
+-- 'deposed UNTIL' (server ms): a manager learned that the Sentinels made
+-- another node the primary while this one still takes writes. Until UNTIL
+-- the node grants, hands over and renews nothing. A replica it is made gets
+-- its data, marker and all, from the new primary; still a primary past
+-- UNTIL (Sentinel never reached it, or made it the primary again), it
+-- starts its lock-delay at the next grant or renewal (see node_delay).
+local DEPOSED = 'deposed'
+
+-- The error a deposed node's grants end in: a manager that follows
+-- Sentinel reads it as the node's refusal as no longer the primary, and
+-- asks the Sentinels where the primary went.
+local DEPOSED_ERROR = 'DEPOSED this server was replaced as the primary (a manager learned of the failover) and grants no lock; reach the primary through the Sentinels'
+
 -- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
@@ -196,7 +210,9 @@ end
 -- keeps it until it has been up that long (it may have restarted empty).
 -- `check` is the caller's argument 'DELAY_MS[+][ SEEN_RUN_ID]'; a DELAY_MS of
 -- 0 turns the check off. Returns the ms left of the delay; 0 when the node
--- may grant.
+-- may grant. A deposed node (see DEPOSED) fails a grant with DEPOSED_ERROR,
+-- and answers a hand-over or renewal (`renewed`) with -1: it hands over and
+-- renews nothing.
 local function node_delay(marker_key, check, renewed)
   local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
   if delay_ms <= 0 then
@@ -215,6 +231,12 @@ local function node_delay(marker_key, check, renewed)
   local now = redis.call('TIME')
   local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   local marked, until_ms = string.match(marker or '', '^(%S+) (%d+)$')
+  if marked == DEPOSED and tonumber(until_ms) > now_ms then
+    if renewed then
+      return -1
+    end
+    error({err = DEPOSED_ERROR})
+  end
   if marked == identity then
     local left = tonumber(until_ms) - now_ms
     if left > 0 then

@@ -9,8 +9,8 @@
 -- ARGV[2]  grant window in milliseconds; 0 never grants (Redlock, whose
 --          nodes must not hand a lock over one by one)
 -- ARGV[3]  how long the record of a grant is kept, in milliseconds
--- ARGV[4]  the lock-delay in milliseconds (0: none): a node in its delay
---          hands nothing over; it deletes the lock and wakes the waiters
+-- ARGV[4]  the lock-delay in milliseconds (0: none): a node in its delay,
+--          or deposed, hands nothing over; it deletes the lock and wakes the waiters
 -- Returns 1 when our lock was released, 0 when it was no longer ours (then
 -- the token also leaves the queue: a waiter that gives up calls this; the
 -- last to leave clears the holder's waiters' mark, see prelude.lua).

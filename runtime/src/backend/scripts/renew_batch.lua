@@ -13,12 +13,15 @@
 -- ARGV[#ARGV]   the lock-delay in milliseconds (0: none): the node is
 --               looked at as renew.lua does (a lease still found is renewed)
 -- Returns one character per key, in order, as one string: '1' when extended,
--- '0' when it is gone or someone else's (one reply to build and parse, not
--- one integer per lease).
+-- '0' when it is gone or someone else's, or the node was deposed (see
+-- DEPOSED in prelude.lua; one reply to build and parse, not one integer per
+-- lease).
 local ttl_ms, plain = ARGV[1], tonumber(ARGV[2])
 local leases = #KEYS - 1
+if node_delay(KEYS[#KEYS], ARGV[#ARGV], true) < 0 then
+  return string.rep('0', leases)
+end
 local renewed = {}
-node_delay(KEYS[#KEYS], ARGV[#ARGV], true)
 for i = 1, plain do
   local key, token = KEYS[i], ARGV[2 + i]
   local value = redis.call('GET', key)

@@ -9,8 +9,8 @@
 --          (DELAY_MS 0: none; see node_delay)
 -- Returns {1, free}: the permit is ours, with a lease of ARGV[2] from now;
 --            `free` permits were left after it (by this caller's N),
---         {0, ms}: all N permits are held; the earliest lease ends in `ms`;
---            or the node is in its lock-delay for `ms` more.
+--         {0, ms}: all N permits are held; the earliest lease ends in `ms`,
+--         {2, ms}: the node is in its lock-delay for `ms` more.
 --
 -- Leases that ended are dropped first, so a crashed holder's permit comes
 -- back when its lease ends; there is no shared counter to leak. N is not
@@ -21,7 +21,7 @@
 local token, lease, permits = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local delayed = node_delay(KEYS[2], ARGV[4], false)
 if delayed > 0 then
-  return {0, delayed}
+  return {2, delayed}
 end
 local now_ms = drop_expired_permits(KEYS[1])
 local expires = string.format('%.0f', now_ms + lease)
