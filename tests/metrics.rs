@@ -5,7 +5,7 @@
 //! never with the key, and with the kind of lease (`lock`, `read`, `write`,
 //! `permit`). Against a real `redis-server`.
 
-mod support;
+use leasehold_test_support as support;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};

@@ -8,7 +8,7 @@
 //! A binary of its own: it installs the process-wide tracing subscriber and
 //! metrics recorder. `dlock`'s side is `cli/tests/dlock.rs`, `secrets::`.
 
-mod support;
+use leasehold_test_support as support;
 
 use std::io;
 use std::sync::{Mutex, OnceLock, PoisonError};

@@ -1,5 +1,5 @@
 //! The integration suite, in one binary as cargo's own `tests/testsuite` is:
-//! one link and one copy of `tests/support` instead of one per file, and
+//! one link instead of one per file, and
 //! the tests of every file run concurrently, sharing one Sentinel topology and
 //! one Redis Cluster while they overlap (see `support::sentinel` and
 //! `support::cluster`). Each file is a module named after the behaviour it
@@ -10,8 +10,16 @@
 //! state: `macro_install.rs` (the default manager) and `metrics.rs` (the
 //! metrics recorder).
 
-#[path = "../support/mod.rs"]
-mod support;
+/// The suite's helpers: the `leasehold-test-support` crate, and the
+/// `#[transactional]` tests' own (`sql`), which need a database.
+mod support {
+    pub use leasehold_test_support::*;
+
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub use crate::sql::*;
+}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 
 mod acl;
 mod auth;

@@ -20,7 +20,7 @@
 /// running `super::NAME(ARGUMENT).await`: `tests_on!(MODULE, ARGUMENT,
 /// [NAME, ...])`. The argument is evaluated inside each test (it may
 /// `.await`).
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! tests_on {
     ($module:ident, $argument:expr, [$($name:ident),* $(,)?]) => {
         mod $module {
@@ -33,56 +33,53 @@ macro_rules! tests_on {
         }
     };
 }
-pub(crate) use tests_on;
 
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
 /// `valkey::NAME`, `redis8::NAME`, `sentinel::NAME`, `cluster::NAME` and
 /// `memory::NAME`, and as the least-privilege user, as `redis_acl::NAME`
 /// and `cluster_acl::NAME`. Each `NAME` must be an `async fn NAME(h:
 /// Harness)` in the module that invokes the macro.
-// `metrics.rs`, which includes `support` too, does not use it.
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             redis,
-            $crate::support::Harness::redis().await,
+            $crate::Harness::redis().await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             valkey,
-            $crate::support::Harness::on_engine(leasehold_testkit::Engine::Valkey).await,
+            $crate::Harness::on_engine(leasehold_testkit::Engine::Valkey).await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             redis8,
-            $crate::support::Harness::on_engine(leasehold_testkit::Engine::Redis8).await,
+            $crate::Harness::on_engine(leasehold_testkit::Engine::Redis8).await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             sentinel,
-            $crate::support::Harness::sentinel().await,
+            $crate::Harness::sentinel().await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             cluster,
-            $crate::support::Harness::cluster().await,
+            $crate::Harness::cluster().await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             redis_acl,
-            $crate::support::Harness::redis_acl().await,
+            $crate::Harness::redis_acl().await,
             [$($name),*]
         );
-        $crate::support::tests_on!(
+        $crate::tests_on!(
             cluster_acl,
-            $crate::support::Harness::cluster_acl().await,
+            $crate::Harness::cluster_acl().await,
             [$($name),*]
         );
-        $crate::support::tests_on!(memory, $crate::support::Harness::memory(), [$($name),*]);
+        $crate::tests_on!(memory, $crate::Harness::memory(), [$($name),*]);
     };
 }
-pub(crate) use conformance;
 
 /// Instantiates each `async fn NAME(engine: Engine)` of the invoking module
 /// once per server program, as `redis::NAME` on Redis 7.0, `valkey::NAME`
@@ -90,12 +87,11 @@ pub(crate) use conformance;
 /// reach by different commands (scripts on Redis 7.0, `DELIFEQ` on Valkey,
 /// `DELEX … IFEQ` on Redis 8, `SET … IFEQ` on both) that needs a server of
 /// its own per test rather than a [`Harness`](super::Harness).
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! on_every_engine {
     ($($name:ident),+ $(,)?) => {
-        $crate::support::tests_on!(redis, leasehold_testkit::Engine::Redis, [$($name),+]);
-        $crate::support::tests_on!(valkey, leasehold_testkit::Engine::Valkey, [$($name),+]);
-        $crate::support::tests_on!(redis8, leasehold_testkit::Engine::Redis8, [$($name),+]);
+        $crate::tests_on!(redis, leasehold_testkit::Engine::Redis, [$($name),+]);
+        $crate::tests_on!(valkey, leasehold_testkit::Engine::Valkey, [$($name),+]);
+        $crate::tests_on!(redis8, leasehold_testkit::Engine::Redis8, [$($name),+]);
     };
 }
-pub(crate) use on_every_engine;

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use leasehold::{LockError, LockGuard, LockManager, LockOptions, Permit, WriteGuard};
 use tokio::task::JoinHandle;
 
-use crate::support::{within, NO_HANG};
+use crate::{within, NO_HANG};
 
 /// The held leases, and the waiters of each kind, each telling when it got in.
+#[derive(Debug)]
 pub struct EveryKindWaiting {
     permit: Permit,
     writer: WriteGuard,

@@ -5,7 +5,7 @@ use std::sync::{Mutex, PoisonError};
 /// A store that accepts a write only with a fencing token at least as high as
 /// every token it accepted before (what `UPDATE … WHERE fence <= $token`
 /// does), and keeps the values it accepted.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct FencedStore {
     /// The highest token accepted so far, and the accepted values in order.
     state: Mutex<(u64, Vec<&'static str>)>,

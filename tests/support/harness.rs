@@ -32,6 +32,7 @@ const INCREMENT_ROUNDS: usize = 50;
 /// concurrent tests, in a key namespace of this test alone; in
 /// memory the second is a clone of the first (the only way to share an
 /// in-memory lock table).
+#[derive(Debug)]
 pub struct Harness {
     /// The first manager.
     pub a: LockManager,

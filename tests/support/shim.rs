@@ -5,6 +5,7 @@
 /// Declares, in the shim's `__private`, the items the expansion names
 /// around its `locked` call: `Target` (these shims lock one key),
 /// `KeyPart`, `OnBusy` and `Wait` (these shims wait).
+#[macro_export]
 macro_rules! shim_private_items {
     () => {
         /// The expansion's proof that no parameter is an open transaction.
@@ -48,4 +49,3 @@ macro_rules! shim_private_items {
         impl<T> OnBusy<T> for Wait {}
     };
 }
-pub(crate) use shim_private_items;

@@ -1,4 +1,5 @@
-//! For the `#[transactional]` tests on SQLite and PostgreSQL: their error
+//! For the `#[transactional]` tests on SQLite and PostgreSQL (re-exported
+//! as `support::*`, beside the test-support crate): their error
 //! type, and the race of locked read-then-write increments that shows whether
 //! the next lock holder reads the previous holder's committed value.
 
@@ -6,7 +7,7 @@ use std::future::Future;
 
 use leasehold::LockError;
 
-use super::wait::within;
+use crate::support::within;
 
 /// Tasks of one [`race`], each with its own lock manager.
 pub const TASKS: usize = 4;

@@ -1,6 +1,7 @@
-//! Helpers of the integration tests, one file per concern. The suite
-//! (`tests/suite/main.rs`), `metrics.rs` and `secrets.rs` include them
-//! with `mod support;` and import from the re-exports below.
+//! Helpers of the integration tests, one file per concern: a crate of its
+//! own (`leasehold-test-support`, never published), built once for the
+//! suite (`tests/suite/main.rs`), `metrics.rs` and `secrets.rs`, which name
+//! it `support` and import from the re-exports below.
 //!
 //! | module | for |
 //! | --- | --- |
@@ -20,14 +21,9 @@
 //! | [`restart`] | taking a lock again after a server restart |
 //! | [`fencing`] | a store that rejects stale fencing tokens |
 //! | [`cancel`] | cancelling a future at each of its `.await` points |
-//! | `sql` (feature `sqlite` or `postgres`) | the error type and increment race of the `#[transactional]` tests |
-
-// `metrics.rs` and `secrets.rs` compile their own copy of this module and
-// use only part of it: without these, it would warn about the helpers (`dead_code`,
-// `unused_macros`) and the
-// re-exports below (`unused_imports`) that only the suite uses. A helper no
-// test uses at all is not caught by them: `grep` under tests/.
-#![allow(dead_code, unused_imports, unused_macros)]
+//!
+//! The `#[transactional]` tests' error type and increment race live in the
+//! suite (`tests/suite/sql.rs`), the one place that builds with a database.
 
 pub mod acl;
 pub mod assertions;
@@ -45,15 +41,12 @@ pub mod restart;
 pub mod sentinel;
 pub mod server_state;
 pub mod shim;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub mod sql;
 pub mod wait;
 
 pub use acl::*;
 pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
-pub(crate) use conformance::{conformance, on_every_engine, tests_on};
 pub use every_kind::*;
 pub use faults::*;
 pub use fencing::*;
@@ -64,7 +57,4 @@ pub use probes::*;
 pub use restart::*;
 pub use sentinel::*;
 pub use server_state::*;
-pub(crate) use shim::shim_private_items;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub use sql::*;
 pub use wait::*;
