@@ -768,38 +768,62 @@ where
     panic!("{what} was still pending after {MAX_POLLS} polls");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn single_redis_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::redis(1).await).await;
+// Each sweep on each backend that has its kind, as `BACKEND::SWEEP`. Valkey
+// 9.1 and Redis 8.6 release a plain lock with their own commands (`DELIFEQ`,
+// `DELEX … IFEQ`) and renew with `SET … IFEQ`: those native steps get the
+// lock sweep too.
+support::tests_on!(
+    redis,
+    super::Setup::redis(1).await,
+    [
+        leaves_no_lock_when_any_future_is_dropped_at_any_await,
+        leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await,
+        leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await,
+    ]
+);
+support::tests_on!(
+    valkey,
+    super::Setup::servers(1, super::Engine::Valkey).await,
+    [leaves_no_lock_when_any_future_is_dropped_at_any_await]
+);
+support::tests_on!(
+    redis8,
+    super::Setup::servers(1, super::Engine::Redis8).await,
+    [leaves_no_lock_when_any_future_is_dropped_at_any_await]
+);
+support::tests_on!(
+    redlock,
+    super::Setup::redis(3).await,
+    [
+        leaves_no_lock_when_any_future_is_dropped_at_any_await,
+        refuses_permits_and_rw_locks_without_leaving_anything,
+    ]
+);
+support::tests_on!(
+    cluster,
+    super::Setup::cluster().await,
+    [
+        leaves_no_lock_when_any_future_is_dropped_at_any_await,
+        leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await,
+        leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await,
+    ]
+);
+support::tests_on!(
+    memory,
+    super::Setup::memory(),
+    [
+        leaves_no_lock_when_with_lock_is_dropped_at_any_await,
+        leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await,
+        leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await,
+    ]
+);
+
+async fn leaves_no_lock_when_any_future_is_dropped_at_any_await(setup: Setup) {
+    every_future_at_every_await(setup).await;
 }
 
-/// Valkey 9.1 releases a plain lock with `DELIFEQ` and renews with `SET …
-/// IFEQ`: the native steps get the same sweep.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn valkey_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::servers(1, Engine::Valkey).await).await;
-}
-
-/// Redis 8.6 releases a plain lock with `DELEX … IFEQ` and renews with `SET
-/// … IFEQ`: the native steps get the same sweep.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis8_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::servers(1, Engine::Redis8).await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::redis(3).await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    every_future_at_every_await(Setup::cluster().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
-    let setup = Setup::memory();
+/// In memory, `with_lock` around a body that sleeps, dropped at each poll.
+async fn leaves_no_lock_when_with_lock_is_dropped_at_any_await(setup: Setup) {
     let locks = &setup.delayed;
     let polls = cancel_at_each_poll(&setup, "with_lock", || async {
         locks
@@ -811,44 +835,12 @@ async fn memory_leaves_no_lock_when_any_future_is_dropped_at_any_await() {
     assert!(polls >= 1, "the body's sleep is a cancellation point");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn single_redis_leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await() {
-    let setup = Setup::redis(1).await;
+async fn leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await(setup: Setup) {
     let covered = semaphore_futures_at_every_await(&setup).await;
     Covered::assert_cancelled(&covered, &setup);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await() {
-    let setup = Setup::cluster().await;
-    let covered = semaphore_futures_at_every_await(&setup).await;
-    Covered::assert_cancelled(&covered, &setup);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_leaves_no_permit_when_any_semaphore_future_is_dropped_at_any_await() {
-    let setup = Setup::memory();
-    let covered = semaphore_futures_at_every_await(&setup).await;
-    Covered::assert_cancelled(&covered, &setup);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn single_redis_leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await() {
-    let setup = Setup::redis(1).await;
-    let covered = rwlock_futures_at_every_await(&setup).await;
-    Covered::assert_cancelled(&covered, &setup);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await() {
-    let setup = Setup::cluster().await;
-    let covered = rwlock_futures_at_every_await(&setup).await;
-    Covered::assert_cancelled(&covered, &setup);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await() {
-    let setup = Setup::memory();
+async fn leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_any_await(setup: Setup) {
     let covered = rwlock_futures_at_every_await(&setup).await;
     Covered::assert_cancelled(&covered, &setup);
 }
@@ -856,9 +848,7 @@ async fn memory_leaves_no_lease_or_intent_when_any_rwlock_future_is_dropped_at_a
 /// Redlock has no semaphores or read/write locks: every public future of
 /// these kinds returns `InvalidOptions` naming Redlock (no panic, no hang),
 /// runs no body, and writes nothing of these kinds to any node.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redlock_refuses_permits_and_rw_locks_without_leaving_anything() {
-    let setup = Setup::redis(3).await;
+async fn refuses_permits_and_rw_locks_without_leaving_anything(setup: Setup) {
     let locks = &setup.delayed;
     let semaphore = locks.semaphore(SEM_KEY, SEM_PERMITS);
     let waiting = || long().wait(Duration::from_secs(5));
