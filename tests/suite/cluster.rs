@@ -142,34 +142,16 @@ async fn holder_keeps_or_loses_and_the_waiter_follows(
     cluster: &RedisCluster,
     guard: LockGuard,
     before: u64,
-    mut waiting: tokio::task::JoinHandle<(LockGuard, u64)>,
+    waiting: tokio::task::JoinHandle<(LockGuard, u64)>,
     name: &str,
 ) {
-    let (rival, after) = match tokio::time::timeout(KEEP, &mut waiting).await {
-        Ok(joined) => {
-            let won = joined.expect("the waiter did not panic");
-            tokio::time::timeout(FOLLOW, guard.lost())
-                .await
-                .expect("the first holder learns it lost the lease instead of hanging");
-            let released = within(guard.release()).await;
-            assert!(
-                matches!(released, Err(LockError::LeaseLost { .. })),
-                "{released:?}"
-            );
-            won
-        }
-        Err(_) => {
-            assert!(
-                lease_still_valid(&guard),
-                "the waiter has waited {KEEP:?} although the holder's lease is gone"
-            );
-            within(guard.release()).await.expect("the holder releases");
-            tokio::time::timeout(FOLLOW, waiting)
-                .await
-                .expect("the waiter gets the released lock")
-                .expect("the waiter did not panic")
-        }
-    };
+    let (rival, after) = support::holder_keeps_or_loses_and_the_waiter_follows(
+        guard,
+        waiting,
+        (KEEP, FOLLOW),
+        |_| {},
+    )
+    .await;
     assert!(
         after > before,
         "token {after} of the new holder is not above {before}: a stale holder's writes would pass"

@@ -120,7 +120,7 @@ async fn forced_failover_keeps_or_reports_the_lease_and_the_waiter_gets_the_lock
         .await,
         "the lock reached the replicas"
     );
-    let mut waiter = tokio::spawn(async move {
+    let waiter = tokio::spawn(async move {
         let guard: LockGuard = until_some(KEEP + FOLLOW, "the waiter", || async {
             other
                 .acquire("job", short_lease().wait(Duration::from_secs(5)))
@@ -145,36 +145,19 @@ async fn forced_failover_keeps_or_reports_the_lease_and_the_waiter_gets_the_lock
     // the lock there (the holder must then learn it lost its lease), or the
     // holder's renewals reach the new primary in time and it keeps its lease
     // (the waiter then gets the lock once it is released).
-    let (rival, after) = match tokio::time::timeout(KEEP, &mut waiter).await {
-        Ok(joined) => {
-            let won = joined.expect("the waiter did not panic");
-            tokio::time::timeout(FOLLOW, guard.lost())
-                .await
-                .expect("the first holder learns it lost the lease instead of hanging");
-            let released = within(guard.release()).await;
-            assert!(
-                matches!(released, Err(LockError::LeaseLost { .. })),
-                "{released:?}"
-            );
-            won
-        }
-        Err(_) => {
-            assert!(
-                lease_still_valid(&guard),
-                "the waiter has waited {KEEP:?} although the holder's lease is gone"
-            );
+    let (rival, after) = support::holder_keeps_or_loses_and_the_waiter_follows(
+        guard,
+        waiter,
+        (KEEP, FOLLOW),
+        |_| {
             assert_eq!(
                 holder_token(&lock_value(topology.primary(), "job")),
                 Some(token.as_str()),
                 "the holder kept its lease on the new primary"
             );
-            within(guard.release()).await.expect("the holder releases");
-            tokio::time::timeout(FOLLOW, waiter)
-                .await
-                .expect("the waiter gets the released lock")
-                .expect("the waiter did not panic")
-        }
-    };
+        },
+    )
+    .await;
     assert!(
         after > before,
         "token {after} of the new holder is not above {before}: a stale holder's writes would pass"

@@ -9,6 +9,7 @@
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
 //! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend; `on_every_engine!`: on Redis 7.0, Valkey 9.1 and Redis 8.6; `tests_on!`: one module of them |
 //! | [`every_kind`] | a holder and a waiter of every kind, for failover tests |
+//! | [`failover`] | a holder that keeps or loses its lease across a failover, and its waiter |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
 //! | [`options`] | the lock options tests use again and again |
 //! | [`wait`] | bounded waits: polling, joining tasks, bounding a step |
@@ -31,6 +32,7 @@ pub mod cancel;
 pub mod cluster;
 pub mod conformance;
 pub mod every_kind;
+pub mod failover;
 pub mod faults;
 pub mod fencing;
 pub mod harness;
@@ -48,6 +50,7 @@ pub use assertions::*;
 pub use cancel::*;
 pub use cluster::*;
 pub use every_kind::*;
+pub use failover::*;
 pub use faults::*;
 pub use fencing::*;
 pub use harness::*;
