@@ -9,6 +9,7 @@ use redis::RedisError;
 
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
+use super::session::SessionScript;
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -84,20 +85,25 @@ pub(super) async fn try_set(
 }
 
 /// The uncontended attempt where the node keeps the lock-delay of
-/// `check`: `try_set_checked.lua`, the node's check then what [`try_set`]
-/// sends. Busy during the delay, with what is left of it.
+/// `check`: `try_set_checked.lua` (sent under the sessions of `script`),
+/// the node's check then what [`try_set`] sends. Busy during the delay,
+/// with what is left of it.
 pub(super) async fn try_set_checked(
     connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
     claim: Claim<'_>,
     check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let reply: i64 = run_script!(
-        scripts::TRY_SET_CHECKED,
-        connection,
-        keys [key.lock(), key.node()],
-        args [token.as_str(), ttl_ms, check]
-    )?;
+    let reply: i64 = script
+        .run(connection, 2, |call| {
+            call.arg(key.lock())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(check);
+        })
+        .await?;
     Ok(match reply {
         1 => Attempt::Acquired,
         0 => Attempt::Busy { remaining: None },

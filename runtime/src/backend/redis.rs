@@ -33,6 +33,7 @@ use super::probe::{probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts;
 use super::semaphore::{acquire_permit, release_member, renew_member};
+use super::session::SessionScript;
 use super::target::{ClusterSeeds, Commands, Target};
 use super::tls::TlsConfig;
 use super::{Attempt, Claim, PermitAttempt, Taking};
@@ -66,6 +67,9 @@ pub(crate) struct RedisBackend {
     /// unknown, or no lock-delay is kept): a server without a marker that
     /// runs another process was restarted empty since (see `NodeCheck`).
     seen_run_id: Box<str>,
+    /// The uncontended attempt where a lock-delay is kept, sent under
+    /// sessions so its check needs no `INFO` (see `session`).
+    try_set_checked: SessionScript,
 }
 
 impl RedisBackend {
@@ -119,6 +123,7 @@ impl RedisBackend {
             native,
             longest_ttl: Arc::default(),
             seen_run_id,
+            try_set_checked: SessionScript::new(&scripts::TRY_SET_CHECKED),
         })
     }
 
@@ -173,7 +178,7 @@ impl RedisBackend {
         let check = self.node_check(claim.ttl_ms);
         let reply = match (queue_for.is_zero(), check.delay_ms) {
             (true, 0) => try_set(connection, claim).await,
-            (true, _) => try_set_checked(connection, claim, check).await,
+            (true, _) => try_set_checked(connection, &self.try_set_checked, claim, check).await,
             (false, _) => acquire(connection, claim, queue_for, seq, check).await,
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))

@@ -175,6 +175,40 @@ local function raise_fence(counter_key, retention_ms)
   return text
 end
 
+-- The session a backend's script was sent under (see backend/session.rs):
+-- a random nonce written into the script's text, so the script exists only
+-- in the one server process where that backend sent it with EVAL, once.
+-- Empty in a script sent without one, which never takes node_delay's fast
+-- path.
+local SESSION = ''
+
+-- Sets the marker to `value`, an identity under which the node may grant,
+-- and leaves what node_delay's fast path needs: the marker's write goes to
+-- replicas and the AOF as every write does; with a SESSION, `value` is also
+-- kept, for half the delay and at most a second, under the marker's name
+-- followed by SESSION (the note), written without replication: no replica
+-- and no AOF gets it. The note is this process's own:
+-- - a process that becomes a replica loses it in a full resynchronisation
+--   (its data is replaced by its primary's, which never had it); a partial
+--   one is accepted only from a replica whose replicated history ends
+--   before its new primary's promotion, so the note, written with the
+--   marker's write, is older than the promotion and ends before the
+--   promoted node's delay does: nothing granted there can be missing here
+--   while the note lasts (as the delay itself, this assumes the managers of
+--   a namespace keep one delay);
+-- - a process started from a snapshot that holds it cannot run the script
+--   of its SESSION (see SESSION).
+local function vouch(marker_key, value, delay_ms)
+  redis.call('SET', marker_key, value)
+  if SESSION == '' then
+    return
+  end
+  local kept_ms = math.max(1, math.min(1000, math.floor(delay_ms / 2)))
+  redis.set_repl(redis.REPL_NONE)
+  redis.call('SET', marker_key .. SESSION, value, 'PX', kept_ms)
+  redis.set_repl(redis.REPL_ALL)
+end
+
 -- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
@@ -195,9 +229,18 @@ end
 -- caller's argument 'DELAY_MS' or 'DELAY_MS SEEN_RUN_ID'; a DELAY_MS of 0
 -- turns the check off. Returns the ms left of the delay; 0 when the node
 -- may grant.
+--
+-- The fast path, without INFO: a script of a SESSION runs only in the
+-- process where it was sent (see SESSION), so the marker equal to what the
+-- full path left for that SESSION in this process's own data (see vouch)
+-- means the full path would answer 0 as it did then.
 local function node_delay(marker_key, check, renewed)
   local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
   if delay_ms <= 0 then
+    return 0
+  end
+  local marker = redis.call('GET', marker_key)
+  if SESSION ~= '' and marker and marker == redis.call('GET', marker_key .. SESSION) then
     return 0
   end
   local server = redis.call('INFO', 'server')
@@ -206,8 +249,10 @@ local function node_delay(marker_key, check, renewed)
   local replid_at = string.find(replication, 'master_replid:', 1, true) + 14
   local identity = string.sub(server, run_at, run_at + 39) .. ':'
     .. string.sub(replication, replid_at, replid_at + 39)
-  local marker = redis.call('GET', marker_key)
   if marker == identity .. ' 0' then
+    if SESSION ~= '' then
+      vouch(marker_key, marker, delay_ms)
+    end
     return 0
   end
   local now = redis.call('TIME')
@@ -218,7 +263,7 @@ local function node_delay(marker_key, check, renewed)
     if left > 0 then
       return left
     end
-    redis.call('SET', marker_key, identity .. ' 0')
+    vouch(marker_key, identity .. ' 0', delay_ms)
     return 0
   end
   local second_at = string.find(replication, 'master_replid2:', 1, true) + 15
@@ -226,7 +271,7 @@ local function node_delay(marker_key, check, renewed)
   local seen = string.match(check, ' (%x+)$')
   local same_process = not seen or seen == string.sub(server, run_at, run_at + 39)
   if not marker and not promoted and not renewed and same_process then
-    redis.call('SET', marker_key, identity .. ' 0')
+    vouch(marker_key, identity .. ' 0', delay_ms)
     return 0
   end
   redis.call('SET', marker_key, identity .. ' ' .. string.format('%.0f', now_ms + delay_ms))

@@ -1,0 +1,136 @@
+//! The sessions a backend sends its lock-delay checking scripts under, so
+//! that their check can skip `INFO` (see `SESSION` and `node_delay` in
+//! `scripts/prelude.lua`).
+//!
+//! A session is a random nonce written into the script's text: its hash
+//! names a script that exists in one server process only, the one that ran
+//! it first. The script cache is the process's own: no replica, snapshot or
+//! AOF carries it, and a restart, `SCRIPT FLUSH` or eviction empties it. So
+//! the text of a session is sent once, ever: loaded and first run by one
+//! pipeline, on one link to one process (`SCRIPT LOAD` and `EVALSHA`, the
+//! commands a service's ACL allows; `EVAL` would do the same). Later calls
+//! send `EVALSHA`, which runs it only where it was loaded; a server that
+//! does not know it (`NOSCRIPT`) gets a new session's text, never the old
+//! one again (which, sent again, could land on a second process after a
+//! reconnection).
+//!
+//! Each session adds one script to the server's script cache; a backend
+//! starts one at its first call and after each `NOSCRIPT` (a restart, a
+//! failover, a flush), so the cache grows by one script (a few KiB) per
+//! backend and per such event, which Redis before 7.4 keeps until
+//! `SCRIPT FLUSH` or a restart.
+
+use std::sync::{PoisonError, RwLock};
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind};
+
+use super::scripts::{EVALSHA_ARGS, EVALSHA_SIZE, SESSION_LINE};
+
+/// One script sent under sessions: the text of the one it sends now, and
+/// how to make the next.
+pub(crate) struct SessionScript {
+    /// The script's source, with the prelude's `local SESSION = ''` line.
+    source: &'static str,
+    /// The hash of the session's script the server ran, if any yet.
+    loaded: RwLock<Option<String>>,
+}
+
+impl SessionScript {
+    /// The script of `source` (built with the prelude), no session sent yet.
+    pub(crate) fn new(source: &'static str) -> Self {
+        debug_assert!(source.contains(SESSION_LINE), "a script without SESSION");
+        SessionScript {
+            source,
+            loaded: RwLock::new(None),
+        }
+    }
+
+    /// Runs the script once on `connection` with `keys` keys then the
+    /// arguments that `arguments` writes (keys first): `EVALSHA` of the
+    /// loaded session, or on `NOSCRIPT` (or before any), a new session's
+    /// text loaded and run by `SCRIPT LOAD` and `EVALSHA` in one pipeline,
+    /// which the connection sends on one link, so to one process (a
+    /// reconnection fails it whole, and nothing sends it again); that
+    /// session is the loaded one from then on if the server answered.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        connection: &mut (impl ConnectionLike + Send),
+        keys: usize,
+        arguments: impl Fn(&mut Cmd),
+    ) -> RedisResult<T> {
+        let loaded = self.read_loaded(|hash| {
+            let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
+            evalsha.arg("EVALSHA").arg(hash).arg(keys);
+            evalsha
+        });
+        if let Some(mut evalsha) = loaded {
+            arguments(&mut evalsha);
+            match evalsha.query_async(connection).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
+                answer => return answer,
+            }
+        }
+        let text = self.source.replacen(SESSION_LINE, &session_line(), 1);
+        let hash = redis::Script::new(&text).get_hash().to_owned();
+        let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
+        evalsha.arg("EVALSHA").arg(&hash).arg(keys);
+        arguments(&mut evalsha);
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(text)
+            .ignore()
+            .add_command(evalsha);
+        let answer = pipeline
+            .query_async::<(T,)>(connection)
+            .await
+            .map(|(answer,)| answer)
+            .map_err(unpipelined);
+        let answered = match &answer {
+            Ok(_) => true,
+            Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
+        };
+        if answered {
+            *self.loaded.write().unwrap_or_else(PoisonError::into_inner) = Some(hash);
+        }
+        answer
+    }
+
+    /// What `make` builds from the loaded session's hash, if one is loaded.
+    fn read_loaded(&self, make: impl FnOnce(&str) -> Cmd) -> Option<Cmd> {
+        let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
+        loaded.as_deref().map(make)
+    }
+}
+
+/// The error of the one command of a pipeline that failed, as the command
+/// alone would have failed (the callers read an ACL's refusal from it), or
+/// `err` unchanged.
+fn unpipelined(err: RedisError) -> RedisError {
+    match err.clone().into_server_errors() {
+        Some(failed) if failed.len() == 1 => failed[0].1.clone().into(),
+        _ => err,
+    }
+}
+
+/// The prelude's `SESSION` line with a new nonce: 128 random bits in hex.
+fn session_line() -> String {
+    let mut raw = [0u8; 16];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut raw);
+    format!("local SESSION = '{:032x}'\n", u128::from_le_bytes(raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_session_line_names_another_nonce() {
+        let (first, second) = (session_line(), session_line());
+        assert_ne!(first, second);
+        assert!(first.starts_with("local SESSION = '") && first.ends_with("'\n"));
+        assert_eq!(first.len(), SESSION_LINE.len() + 32);
+    }
+}
