@@ -173,3 +173,40 @@ async fn a_flushed_script_cache_gets_a_new_session() {
     assert_eq!(command_calls(&server, "script|load"), 0);
     held.release().await.expect("released");
 }
+
+/// Attempts in flight together on a manager that has no session yet (its
+/// first ones, or all those at a restart) load one session between them,
+/// not one each: every session is a script the server keeps (Redis 7.0
+/// until `SCRIPT FLUSH` or a restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_in_flight_together_load_one_session() {
+    let server = RedisServer::start();
+    let manager = connect(&server.url()).await;
+    let attempts = (0..32).map(|n| {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let key = format!("order-{n}");
+            tokio::time::timeout(NO_HANG, manager.try_acquire(&key, unrenewed()))
+                .await
+                .expect("answered")
+                .expect("no error")
+                .expect("the free key is granted")
+        })
+    });
+    let guards = futures_util::future::join_all(attempts).await;
+    assert_eq!(cached_scripts(&server), 1, "one session loaded");
+    drop(guards);
+}
+
+/// How many scripts the server keeps (`INFO memory`).
+fn cached_scripts(server: &RedisServer) -> u64 {
+    let reply = server.command(&["INFO", "memory"]).expect("INFO memory");
+    reply
+        .as_str()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("number_of_cached_scripts:"))
+        })
+        .and_then(|count| count.trim().parse().ok())
+        .expect("INFO memory names number_of_cached_scripts")
+}

@@ -32,8 +32,20 @@ use super::scripts::{EVALSHA_ARGS, EVALSHA_SIZE, SESSION_LINE};
 pub(crate) struct SessionScript {
     /// The script's source, with the prelude's `local SESSION = ''` line.
     source: &'static str,
-    /// The hash of the session's script the server ran, if any yet.
-    loaded: RwLock<Option<String>>,
+    /// The hash of the session's script the server ran, if any yet, and
+    /// how many sessions were loaded before it.
+    loaded: RwLock<Option<(u64, String)>>,
+    /// Held while a new session is loaded, so that the calls that find
+    /// none (the first ones, or those in flight at a restart) load one
+    /// between them, not one each.
+    loading: tokio::sync::Mutex<()>,
+}
+
+/// What running the loaded session gave: its answer, or none because no
+/// session is loaded or the server did not know it (the session's number).
+enum Loaded<T> {
+    Answered(RedisResult<T>),
+    Unknown(Option<u64>),
 }
 
 impl SessionScript {
@@ -43,6 +55,7 @@ impl SessionScript {
         SessionScript {
             source,
             loaded: RwLock::new(None),
+            loading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -52,25 +65,64 @@ impl SessionScript {
     /// text loaded and run by `SCRIPT LOAD` and `EVALSHA` in one pipeline,
     /// which the connection sends on one link, so to one process (a
     /// reconnection fails it whole, and nothing sends it again); that
-    /// session is the loaded one from then on if the server answered.
+    /// session is the loaded one from then on if the server answered. One
+    /// call at a time loads; those that waited for it run what it loaded.
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         connection: &mut (impl ConnectionLike + Send),
         keys: usize,
         arguments: impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
-        let loaded = self.read_loaded(|hash| {
-            let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
-            evalsha.arg("EVALSHA").arg(hash).arg(keys);
-            evalsha
-        });
-        if let Some(mut evalsha) = loaded {
-            arguments(&mut evalsha);
-            match evalsha.query_async(connection).await {
-                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
-                answer => return answer,
-            }
+        let unknown = match self.run_loaded(connection, keys, &arguments, None).await {
+            Loaded::Answered(answer) => return answer,
+            Loaded::Unknown(unknown) => unknown,
+        };
+        let _loading = self.loading.lock().await;
+        if let Loaded::Answered(answer) =
+            self.run_loaded(connection, keys, &arguments, unknown).await
+        {
+            return answer;
         }
+        self.load_new(connection, keys, &arguments).await
+    }
+
+    /// `EVALSHA` of the loaded session, unless it is the one numbered
+    /// `unknown`, which the server did not know.
+    async fn run_loaded<T: FromRedisValue>(
+        &self,
+        connection: &mut (impl ConnectionLike + Send),
+        keys: usize,
+        arguments: &impl Fn(&mut Cmd),
+        unknown: Option<u64>,
+    ) -> Loaded<T> {
+        let (number, mut evalsha) = {
+            let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
+            match &*loaded {
+                Some((number, hash)) if Some(*number) != unknown => {
+                    let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
+                    evalsha.arg("EVALSHA").arg(hash.as_str()).arg(keys);
+                    (*number, evalsha)
+                }
+                _ => return Loaded::Unknown(unknown),
+            }
+        };
+        arguments(&mut evalsha);
+        match evalsha.query_async(connection).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                Loaded::Unknown(Some(number))
+            }
+            answer => Loaded::Answered(answer),
+        }
+    }
+
+    /// Loads and runs a new session's script in one pipeline (see
+    /// [`run`](Self::run)).
+    async fn load_new<T: FromRedisValue>(
+        &self,
+        connection: &mut (impl ConnectionLike + Send),
+        keys: usize,
+        arguments: &impl Fn(&mut Cmd),
+    ) -> RedisResult<T> {
         let text = self.source.replacen(SESSION_LINE, &session_line(), 1);
         let hash = redis::Script::new(&text).get_hash().to_owned();
         let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
@@ -93,15 +145,11 @@ impl SessionScript {
             Err(err) => matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension),
         };
         if answered {
-            *self.loaded.write().unwrap_or_else(PoisonError::into_inner) = Some(hash);
+            let mut loaded = self.loaded.write().unwrap_or_else(PoisonError::into_inner);
+            let number = loaded.as_ref().map_or(0, |(number, _)| number + 1);
+            *loaded = Some((number, hash));
         }
         answer
-    }
-
-    /// What `make` builds from the loaded session's hash, if one is loaded.
-    fn read_loaded(&self, make: impl FnOnce(&str) -> Cmd) -> Option<Cmd> {
-        let loaded = self.loaded.read().unwrap_or_else(PoisonError::into_inner);
-        loaded.as_deref().map(make)
     }
 }
 
