@@ -67,20 +67,22 @@ async fn the_uncontended_cycle_asks_for_no_info_while_its_session_is_vouched_for
     );
 }
 
-/// A server killed after a snapshot that holds the marker and the
-/// session's note, and started again from it: a lock granted after the
-/// snapshot is lost, and its holder may still believe it valid. The
-/// manager's session does not exist in the new process (its script cache
-/// starts empty), so its next attempt takes a new session and the full
-/// check, which sees another process and starts the delay: no grant,
-/// though the snapshot's marker and note still agree.
+/// A server killed after a snapshot that holds the marker and a session's
+/// note, and started again from it: a lock granted after the snapshot is
+/// lost, and its holder may still believe it valid. The session of the
+/// manager that left the note does not exist in the new process (its
+/// script cache starts empty), so that manager's next attempt takes a new
+/// session and the full check, which sees another process and starts the
+/// delay: no grant, though the snapshot's marker and note still agree.
+/// Nor to a manager started after the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_from_a_snapshot_with_a_note_grants_nothing_it_lost() {
     let mut server = RedisServer::start();
-    let manager = connect(&server.url()).await;
-    cycle(&manager, "before").await;
+    let holder = connect(&server.url()).await;
+    let rival = connect(&server.url()).await;
+    cycle(&rival, "before").await;
     server.command(&["SAVE"]).expect("SAVE");
-    let lost = manager
+    let lost = holder
         .try_acquire("order-42", unrenewed())
         .await
         .expect("answered")
@@ -92,14 +94,14 @@ async fn a_server_restarted_from_a_snapshot_with_a_note_grants_nothing_it_lost()
         RespValue::Nil,
         "the grant after the snapshot is lost"
     );
-    let again = answered(|| manager.try_acquire("order-42", unrenewed())).await;
+    let again = answered(|| rival.try_acquire("order-42", unrenewed())).await;
     assert!(
         again.is_none(),
-        "the restarted server granted a lock it lost while its lease may be valid"
+        "the restarted server granted a lock it lost, under the note of a session"
     );
     let fresh = connect(&server.url()).await;
-    let rival = answered(|| fresh.try_acquire("order-42", unrenewed())).await;
-    assert!(rival.is_none(), "a manager started after it was granted it");
+    let late = answered(|| fresh.try_acquire("order-42", unrenewed())).await;
+    assert!(late.is_none(), "a manager started after it was granted it");
     drop(lost);
 }
 
