@@ -17,7 +17,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockOptions};
-use leasehold_testkit::{RedisServer, RespValue};
+use leasehold_testkit::{Engine, RedisServer, RespValue};
 use support::{command_calls, connect, lock_value, NO_HANG};
 
 use crate::failover::master_and_proxied_replica;
@@ -41,10 +41,18 @@ async fn cycle(manager: &leasehold::LockManager, key: &str) {
 
 /// The steady uncontended cycle asks for no `INFO`: at most the full check
 /// of each time the session's note ends (twice `INFO`, at most once a
-/// second, plus the first), where every cycle asked twice before.
+/// second, plus the first), where every cycle asked twice before. On every
+/// engine: the note's write without replication is Redis's own
+/// `redis.set_repl`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_uncontended_cycle_asks_for_no_info_while_its_session_is_vouched_for() {
-    let server = RedisServer::start();
+    for engine in Engine::ALL {
+        uncontended_cycles_ask_for_no_info(engine).await;
+    }
+}
+
+async fn uncontended_cycles_ask_for_no_info(engine: Engine) {
+    let server = RedisServer::builder().engine(engine).start();
     let manager = connect(&server.url()).await;
     cycle(&manager, "warm-up").await;
 
@@ -58,12 +66,12 @@ async fn the_uncontended_cycle_asks_for_no_info_while_its_session_is_vouched_for
     let infos = command_calls(&server, "info");
     assert!(
         infos <= 2 * (seconds + 2),
-        "{infos} INFO calls for {cycles} cycles in {seconds} s: the check asked for INFO on the cheap path"
+        "{engine:?}: {infos} INFO calls for {cycles} cycles in {seconds} s: the check asked for INFO on the cheap path"
     );
     assert_eq!(
         command_calls(&server, "script|load"),
         0,
-        "the session stays loaded"
+        "{engine:?}: the session stays loaded"
     );
 }
 
@@ -77,7 +85,13 @@ async fn the_uncontended_cycle_asks_for_no_info_while_its_session_is_vouched_for
 /// Nor to a manager started after the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_from_a_snapshot_with_a_note_grants_nothing_it_lost() {
-    let mut server = RedisServer::start();
+    for engine in Engine::ALL {
+        restarted_from_a_snapshot_with_a_note(engine).await;
+    }
+}
+
+async fn restarted_from_a_snapshot_with_a_note(engine: Engine) {
+    let mut server = RedisServer::builder().engine(engine).start();
     let holder = connect(&server.url()).await;
     let rival = connect(&server.url()).await;
     cycle(&rival, "before").await;
@@ -97,11 +111,14 @@ async fn a_server_restarted_from_a_snapshot_with_a_note_grants_nothing_it_lost()
     let again = answered(|| rival.try_acquire("order-42", unrenewed())).await;
     assert!(
         again.is_none(),
-        "the restarted server granted a lock it lost, under the note of a session"
+        "{engine:?}: the restarted server granted a lock it lost, under the note of a session"
     );
     let fresh = connect(&server.url()).await;
     let late = answered(|| fresh.try_acquire("order-42", unrenewed())).await;
-    assert!(late.is_none(), "a manager started after it was granted it");
+    assert!(
+        late.is_none(),
+        "{engine:?}: a manager started after it was granted it"
+    );
     drop(lost);
 }
 
