@@ -163,11 +163,18 @@ fn unpipelined(err: RedisError) -> RedisError {
     }
 }
 
-/// The prelude's `SESSION` line with a new nonce: 128 random bits in hex.
+/// The prelude's `SESSION` line with a new nonce, 128 random bits in hex,
+/// on a server of Redis 7 or later (or Valkey), which name their version
+/// (`redis.REDIS_VERSION_NUM`); empty before, where a primary's snapshots
+/// keep its scripts and its replicas get its `SCRIPT LOAD`s, so a script
+/// would not stay in one process.
 fn session_line() -> String {
     let mut raw = [0u8; 16];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut raw);
-    format!("local SESSION = '{:032x}'\n", u128::from_le_bytes(raw))
+    format!(
+        "local SESSION = redis.REDIS_VERSION_NUM and '{:032x}' or ''\n",
+        u128::from_le_bytes(raw)
+    )
 }
 
 #[cfg(test)]
@@ -178,7 +185,11 @@ mod tests {
     fn each_session_line_names_another_nonce() {
         let (first, second) = (session_line(), session_line());
         assert_ne!(first, second);
-        assert!(first.starts_with("local SESSION = '") && first.ends_with("'\n"));
-        assert_eq!(first.len(), SESSION_LINE.len() + 32);
+        let nonce = first
+            .strip_prefix("local SESSION = redis.REDIS_VERSION_NUM and '")
+            .and_then(|rest| rest.strip_suffix("' or ''\n"))
+            .expect("the line's shape");
+        assert_eq!(nonce.len(), 32);
+        assert!(nonce.chars().all(|c| c.is_ascii_hexdigit()));
     }
 }

@@ -177,9 +177,10 @@ end
 
 -- The session a backend's script was sent under (see backend/session.rs):
 -- a random nonce written into the script's text, so the script exists only
--- in the one server process where that backend sent it with EVAL, once.
--- Empty in a script sent without one, which never takes node_delay's fast
--- path.
+-- in the one server process where that backend loaded and ran it first.
+-- Empty in a script sent without one, and before Redis 7 (whose snapshots
+-- keep scripts, and whose replicas get them): such a script never takes
+-- node_delay's fast path.
 local SESSION = ''
 
 -- Sets the marker to `value`, an identity under which the node may grant,
