@@ -229,3 +229,46 @@ fn cached_scripts(server: &RedisServer) -> u64 {
         .and_then(|count| count.trim().parse().ok())
         .expect("INFO memory names number_of_cached_scripts")
 }
+
+/// A waiter's attempts that keep its place in the queue (`acquire.lua`)
+/// ask for no `INFO` either: at most the full checks of each time a
+/// session's note ends, for the uncontended attempt's session and the
+/// queueing one's, where each of those attempts asked twice before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiters_attempts_ask_for_no_info_while_their_session_is_vouched_for() {
+    let server = RedisServer::start();
+    let holder = connect(&server.url()).await;
+    let waiter = connect(&server.url()).await;
+    let _held = holder
+        .try_acquire("order-42", unrenewed())
+        .await
+        .expect("answered")
+        .expect("granted");
+    let wait = unrenewed().wait(Duration::from_millis(100));
+    let waited = waiter.acquire("order-42", wait.clone()).await;
+    assert!(
+        matches!(waited, Err(LockError::Timeout { .. })),
+        "{waited:?}"
+    );
+
+    server.command(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    let started = Instant::now();
+    let waits: u64 = 30;
+    for _ in 0..waits {
+        let waited = tokio::time::timeout(NO_HANG, waiter.acquire("order-42", wait.clone()))
+            .await
+            .expect("the waiter returns within its wait");
+        assert!(
+            matches!(waited, Err(LockError::Timeout { .. })),
+            "{waited:?}"
+        );
+    }
+    let seconds = started.elapsed().as_secs();
+    let queued = command_calls(&server, "zadd");
+    assert!(queued >= waits, "each wait kept a place: {queued} ZADD");
+    let infos = command_calls(&server, "info");
+    assert!(
+        infos <= 4 * (seconds + 2),
+        "{infos} INFO calls for {waits} waits in {seconds} s: a waiter's check asked for INFO"
+    );
+}

@@ -154,6 +154,34 @@ fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
     (Attempt::Busy { remaining }, None)
 }
 
+/// [`acquire`] where the node keeps the lock-delay of `check`, sent
+/// under the sessions of `script`, so its check is cheap.
+pub(super) async fn acquire_checked(
+    connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
+    claim: Claim<'_>,
+    (queue_for, seq): (Duration, u64),
+    check: NodeCheck<'_>,
+) -> Result<Attempt, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let (granted, value): (i64, i64) = script
+        .run(connection, 5, |call| {
+            call.arg(key.lock())
+                .arg(key.queue())
+                .arg(key.waiters())
+                .arg(key.record())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(millis(queue_for))
+                .arg(seq)
+                .arg(RECORD_KEPT_MS)
+                .arg(check);
+        })
+        .await?;
+    Ok(attempt_from_reply(granted, value))
+}
+
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
 /// busy, it reports the holder's remaining TTL (or the lock-delay's).
 pub(super) async fn acquire(

@@ -21,8 +21,8 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, confirm, hold_down, issue_fence, release,
-    renew, try_set, try_set_checked, try_set_fenced,
+    acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
+    issue_fence, release, renew, try_set, try_set_checked, try_set_fenced,
 };
 use super::connection::{lock_error, RedisConfig};
 use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
@@ -70,6 +70,9 @@ pub(crate) struct RedisBackend {
     /// The uncontended attempt where a lock-delay is kept, sent under
     /// sessions so its check needs no `INFO` (see `session`).
     try_set_checked: SessionScript,
+    /// The attempt that queues when busy, where a lock-delay is kept, sent
+    /// under sessions as [`try_set_checked`](Self::try_set_checked) is.
+    acquire_checked: SessionScript,
 }
 
 impl RedisBackend {
@@ -124,6 +127,7 @@ impl RedisBackend {
             longest_ttl: Arc::default(),
             seen_run_id,
             try_set_checked: SessionScript::new(&scripts::TRY_SET_CHECKED),
+            acquire_checked: SessionScript::new(&scripts::ACQUIRE_SOURCE),
         })
     }
 
@@ -179,7 +183,11 @@ impl RedisBackend {
         let reply = match (queue_for.is_zero(), check.delay_ms) {
             (true, 0) => try_set(connection, claim).await,
             (true, _) => try_set_checked(connection, &self.try_set_checked, claim, check).await,
-            (false, _) => acquire(connection, claim, queue_for, seq, check).await,
+            (false, 0) => acquire(connection, claim, queue_for, seq, check).await,
+            (false, _) => {
+                let script = &self.acquire_checked;
+                acquire_checked(connection, script, claim, (queue_for, seq), check).await
+            }
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }

@@ -95,7 +95,11 @@ pub(crate) static TRY_SET_CHECKED: Lazy<String> =
 pub(crate) const SESSION_LINE: &str = "local SESSION = ''\n";
 /// SET NX PX in arrival order when waiters queue, joining the queue when
 /// busy, or confirming a hand-off; see `acquire.lua`.
-pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("acquire.lua")));
+pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(&ACQUIRE_SOURCE));
+/// The source of [`ACQUIRE`], which a backend that keeps a lock-delay
+/// sends under sessions (see `session`).
+pub(crate) static ACQUIRE_SOURCE: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("acquire.lua")));
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Publishing> =
