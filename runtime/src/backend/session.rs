@@ -4,8 +4,10 @@
 //!
 //! A session is a random nonce written into the script's text: its hash
 //! names a script that exists in one server process only, the one that ran
-//! it first. The script cache is the process's own: no replica, snapshot or
-//! AOF carries it, and a restart, `SCRIPT FLUSH` or eviction empties it. So
+//! it first. From Redis 7 on (and on Valkey) the script cache is the
+//! process's own: no replica, snapshot or AOF carries it, and a restart,
+//! `SCRIPT FLUSH` or eviction empties it (before, a server gets no session,
+//! see `session_line`). So
 //! the text of a session is sent once, ever: loaded and first run by one
 //! pipeline, on one link to one process (`SCRIPT LOAD` and `EVALSHA`, the
 //! commands a service's ACL allows; `EVAL` would do the same). Later calls
@@ -15,8 +17,9 @@
 //! reconnection).
 //!
 //! Each session adds one script to the server's script cache; a backend
-//! starts one at its first call and after each `NOSCRIPT` (a restart, a
-//! failover, a flush), so the cache grows by one script (a few KiB) per
+//! starts one per script sent under sessions (the uncontended and the
+//! queueing attempt) at its first call and after each `NOSCRIPT` (a
+//! restart, a failover, a flush), so the cache grows by a few KiB per
 //! backend and per such event, which Redis before 7.4 keeps until
 //! `SCRIPT FLUSH` or a restart.
 
