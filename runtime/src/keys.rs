@@ -13,7 +13,10 @@
 //! `base-rwturn:k`, and its writers' fencing counter in
 //! `base-rwfence:k`. The namespace's node marker (the identity its server
 //! last granted under, for the lock-delay) is `base-node:`, with no user key
-//! after it (on a cluster one per slot, see below). Every lock key has `:` right after `base`, every
+//! after it (on a cluster one per slot, see below); a server process's note
+//! for a session of the lock-delay's check (see `backend/session.rs`) is the
+//! marker's name followed by the session's 32 hex digits, which no other
+//! role's name is. Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
 //! internal key of any lock of the same namespace. No internal prefix
 //! (`fence:`, `queue:`, `wait:`, `sem:`, `rw:`, `read:`, `intent:`,

@@ -29,7 +29,7 @@ fn get(server: &RedisServer, key: &str) -> RespValue {
 /// Once the proxy is blackholed the replica receives nothing more and
 /// acknowledges nothing, yet stays connected, so the master still counts it,
 /// as over a congested link.
-fn master_and_proxied_replica() -> (RedisServer, RedisServer, FaultProxy) {
+pub(crate) fn master_and_proxied_replica() -> (RedisServer, RedisServer, FaultProxy) {
     let master = RedisServer::start();
     let replica = RedisServer::start();
     let link = FaultProxy::start(master.addr());

@@ -41,6 +41,7 @@ mod future_size;
 mod handoff;
 mod leader;
 mod lock_delay;
+mod lock_delay_sessions;
 mod macro_expansion;
 mod macro_runtime;
 mod macro_shapes;

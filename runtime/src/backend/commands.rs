@@ -9,6 +9,7 @@ use redis::RedisError;
 
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
+use super::session::SessionScript;
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -90,20 +91,25 @@ pub(super) async fn try_set(
 }
 
 /// The uncontended attempt where the node keeps the lock-delay of
-/// `check`: `try_set_checked.lua`, the node's check then what [`try_set`]
-/// sends. Busy during the delay, with what is left of it.
+/// `check`: `try_set_checked.lua` (sent under the sessions of `script`),
+/// the node's check then what [`try_set`] sends. Busy during the delay,
+/// with what is left of it.
 pub(super) async fn try_set_checked(
     connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
     claim: Claim<'_>,
     check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let reply: i64 = run_script!(
-        scripts::TRY_SET_CHECKED,
-        connection,
-        keys [key.lock(), key.node()],
-        args [token.as_str(), ttl_ms, check]
-    )?;
+    let reply: i64 = script
+        .run(connection, 2, |call| {
+            call.arg(key.lock())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(check);
+        })
+        .await?;
     Ok(match reply {
         1 => Attempt::Acquired,
         0 => Attempt::Busy { remaining: None },
@@ -157,6 +163,34 @@ fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
     }
     let remaining = u64::try_from(-2 - reply).ok().map(Duration::from_millis);
     (Attempt::Busy { remaining }, None)
+}
+
+/// [`acquire`] where the node keeps the lock-delay of `check`, sent
+/// under the sessions of `script`, so its check is cheap.
+pub(super) async fn acquire_checked(
+    connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
+    claim: Claim<'_>,
+    (queue_for, seq): (Duration, u64),
+    check: NodeCheck<'_>,
+) -> Result<Attempt, RedisError> {
+    let Claim { key, token, ttl_ms } = claim;
+    let (granted, value): (i64, i64) = script
+        .run(connection, 5, |call| {
+            call.arg(key.lock())
+                .arg(key.queue())
+                .arg(key.waiters())
+                .arg(key.record())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(millis(queue_for))
+                .arg(seq)
+                .arg(RECORD_KEPT_MS)
+                .arg(check);
+        })
+        .await?;
+    Ok(attempt_from_reply(granted, value))
 }
 
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):

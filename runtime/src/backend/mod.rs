@@ -26,6 +26,7 @@ mod rwlock;
 mod scripts;
 mod semaphore;
 mod sentinel;
+mod session;
 mod switches;
 mod target;
 mod tls;

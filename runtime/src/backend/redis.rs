@@ -22,8 +22,8 @@ use tokio::sync::OnceCell;
 use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use super::batch::{renew_each, Renewal};
 use super::commands::{
-    acquire, acquire_invocation, attempt_from_reply, confirm, hold_down, issue_fence, release,
-    renew, try_set, try_set_checked, try_set_fenced,
+    acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
+    issue_fence, release, renew, try_set, try_set_checked, try_set_fenced,
 };
 use super::connection::{lock_error, RedisConfig};
 use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
@@ -34,6 +34,7 @@ use super::probe::{self, probe, settle, Needs, Via};
 use super::rwlock::{acquire_rw, release_write};
 use super::scripts::{self, run_script};
 use super::semaphore::{acquire_permit, release_member, renew_member};
+use super::session::SessionScript;
 use super::target::{ClusterSeeds, Commands, Target};
 use super::tls::TlsConfig;
 use super::{millis, Attempt, Claim, PermitAttempt, Taking};
@@ -76,6 +77,12 @@ pub(crate) struct RedisBackend {
     /// primary is told by its `master_replid2` and the marker of each slot
     /// instead (see `lock_delay_ms`).
     seen_run_id: Box<str>,
+    /// The uncontended attempt where a lock-delay is kept, sent under
+    /// sessions so its check needs no `INFO` (see `session`).
+    try_set_checked: SessionScript,
+    /// The attempt that queues when busy, where a lock-delay is kept, sent
+    /// under sessions as [`try_set_checked`](Self::try_set_checked) is.
+    acquire_checked: SessionScript,
 }
 
 impl RedisBackend {
@@ -120,6 +127,8 @@ impl RedisBackend {
             }
             _ => Box::default(),
         };
+        let try_set_checked = session_script(&target, &scripts::TRY_SET_CHECKED);
+        let acquire_checked = session_script(&target, &scripts::ACQUIRE_SOURCE);
         Ok(RedisBackend {
             target,
             config,
@@ -129,6 +138,8 @@ impl RedisBackend {
             native,
             longest_ttl: Arc::default(),
             seen_run_id,
+            try_set_checked,
+            acquire_checked,
         })
     }
 
@@ -224,8 +235,12 @@ impl RedisBackend {
         let check = self.node_check(claim.ttl_ms);
         let reply = match (queue_for.is_zero(), check.delay_ms) {
             (true, 0) => try_set(connection, claim).await,
-            (true, _) => try_set_checked(connection, claim, check).await,
-            (false, _) => acquire(connection, claim, queue_for, seq, check).await,
+            (true, _) => try_set_checked(connection, &self.try_set_checked, claim, check).await,
+            (false, 0) => acquire(connection, claim, queue_for, seq, check).await,
+            (false, _) => {
+                let script = &self.acquire_checked;
+                acquire_checked(connection, script, claim, (queue_for, seq), check).await
+            }
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
@@ -677,6 +692,15 @@ async fn release_any(
         KeyKind::Semaphore => release_member(connection, key.lock(), token, sharded).await,
         KeyKind::Read => release_member(connection, key.readers(), token, sharded).await,
         KeyKind::Write => release_write(connection, key, token, sharded).await,
+    }
+}
+
+/// A script whose lock-delay check is sent under sessions on one server
+/// (see `session`), and always as it is on a cluster.
+fn session_script(target: &Target, source: &'static str) -> SessionScript {
+    match target {
+        Target::Server(_) => SessionScript::new(source),
+        Target::Cluster(_) => SessionScript::without_sessions(source),
     }
 }
 

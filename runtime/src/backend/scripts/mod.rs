@@ -85,12 +85,21 @@ impl Publishing {
 }
 
 /// The uncontended attempt where a lock-delay is kept: the node's check,
-/// then `SET NX PX`; see `try_set_checked.lua`.
-pub(crate) static TRY_SET_CHECKED: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("try_set_checked.lua")));
+/// then `SET NX PX`; see `try_set_checked.lua`. Its source: a backend sends
+/// it under sessions (see `session`), which keep its check cheap.
+pub(crate) static TRY_SET_CHECKED: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("try_set_checked.lua")));
+
+/// The line of `prelude.lua` that a session's script has with its nonce
+/// (see `session`), in every script that checks the lock-delay.
+pub(crate) const SESSION_LINE: &str = "local SESSION = ''\n";
 /// SET NX PX in arrival order when waiters queue, joining the queue when
 /// busy, or confirming a hand-off; see `acquire.lua`.
-pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("acquire.lua")));
+pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(&ACQUIRE_SOURCE));
+/// The source of [`ACQUIRE`], which a backend that keeps a lock-delay
+/// sends under sessions (see `session`).
+pub(crate) static ACQUIRE_SOURCE: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("acquire.lua")));
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Publishing> =

@@ -189,6 +189,41 @@ local DEPOSED = 'deposed'
 -- asks the Sentinels where the primary went.
 local DEPOSED_ERROR = 'DEPOSED this server was replaced as the primary (a manager learned of the failover) and grants no lock; reach the primary through the Sentinels'
 
+-- The session a backend's script was sent under (see backend/session.rs):
+-- a random nonce written into the script's text, so the script exists only
+-- in the one server process where that backend loaded and ran it first.
+-- Empty in a script sent without one, and before Redis 7 (whose snapshots
+-- keep scripts, and whose replicas get them): such a script never takes
+-- node_delay's fast path.
+local SESSION = ''
+
+-- Sets the marker to `value`, an identity under which the node may grant,
+-- and leaves what node_delay's fast path needs: the marker's write goes to
+-- replicas and the AOF as every write does; with a SESSION, `value` is also
+-- kept, for half the delay and at most a second, under the marker's name
+-- followed by SESSION (the note), written without replication: no replica
+-- and no AOF gets it. The note is this process's own:
+-- - a process that becomes a replica loses it in a full resynchronisation
+--   (its data is replaced by its primary's, which never had it); a partial
+--   one is accepted only from a replica whose replicated history ends
+--   before its new primary's promotion, so the note, written with the
+--   marker's write, is older than the promotion and ends before the
+--   promoted node's delay does: nothing granted there can be missing here
+--   while the note lasts (as the delay itself, this assumes the managers of
+--   a namespace keep one delay);
+-- - a process started from a snapshot that holds it cannot run the script
+--   of its SESSION (see SESSION).
+local function vouch(marker_key, value, delay_ms)
+  redis.call('SET', marker_key, value)
+  if SESSION == '' then
+    return
+  end
+  local kept_ms = math.max(1, math.min(1000, math.floor(delay_ms / 2)))
+  redis.set_repl(redis.REPL_NONE)
+  redis.call('SET', marker_key .. SESSION, value, 'PX', kept_ms)
+  redis.set_repl(redis.REPL_ALL)
+end
+
 -- The lock-delay (see the guide, deployments, "Failover and restarts"): a node promoted
 -- to primary, or restarted without its data or from a stale snapshot, may
 -- have lost grants whose holders still believe them valid, so it grants and
@@ -213,9 +248,18 @@ local DEPOSED_ERROR = 'DEPOSED this server was replaced as the primary (a manage
 -- may grant. A deposed node (see DEPOSED) fails a grant with DEPOSED_ERROR,
 -- and answers a hand-over or renewal (`renewed`) with -1: it hands over and
 -- renews nothing.
+--
+-- The fast path, without INFO: a script of a SESSION runs only in the
+-- process where it was sent (see SESSION), so the marker equal to what the
+-- full path left for that SESSION in this process's own data (see vouch)
+-- means the full path would answer 0 as it did then.
 local function node_delay(marker_key, check, renewed)
   local delay_ms = tonumber(string.match(check or '0', '^%d+') or '0')
   if delay_ms <= 0 then
+    return 0
+  end
+  local marker = redis.call('GET', marker_key)
+  if SESSION ~= '' and marker and marker == redis.call('GET', marker_key .. SESSION) then
     return 0
   end
   local server = redis.call('INFO', 'server')
@@ -224,8 +268,10 @@ local function node_delay(marker_key, check, renewed)
   local replid_at = string.find(replication, 'master_replid:', 1, true) + 14
   local identity = string.sub(server, run_at, run_at + 39) .. ':'
     .. string.sub(replication, replid_at, replid_at + 39)
-  local marker = redis.call('GET', marker_key)
   if marker == identity .. ' 0' then
+    if SESSION ~= '' then
+      vouch(marker_key, marker, delay_ms)
+    end
     return 0
   end
   local now = redis.call('TIME')
@@ -242,7 +288,7 @@ local function node_delay(marker_key, check, renewed)
     if left > 0 then
       return left
     end
-    redis.call('SET', marker_key, identity .. ' 0')
+    vouch(marker_key, identity .. ' 0', delay_ms)
     return 0
   end
   local second_at = string.find(replication, 'master_replid2:', 1, true) + 15
@@ -252,7 +298,7 @@ local function node_delay(marker_key, check, renewed)
   if not marker and not promoted and not renewed and same_process then
     local up_ms = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) * 1000
     if not string.find(check, '+', 1, true) or up_ms >= delay_ms then
-      redis.call('SET', marker_key, identity .. ' 0')
+      vouch(marker_key, identity .. ' 0', delay_ms)
       return 0
     end
     delay_ms = delay_ms - up_ms
