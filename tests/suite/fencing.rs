@@ -454,10 +454,20 @@ async fn fenced_lock_and_its_token_come_from_one_script_call() {
         let (scripts_before, [set, get, time]) = (script_calls(server), counts(server));
         let guard = h.a.acquire("doc:one", long().fenced(true)).await.unwrap();
         assert_eq!(script_calls(server) - scripts_before, 1, "one script call");
+        let [sets, gets, times] = counts(server);
+        // SET NX PX of the lock and SET … GET of the counter; one TIME. The
+        // lock-delay's check reads the node marker and this session's note
+        // of it; when the note (kept at most a second) ran out since the
+        // warm-up, the check also writes both again.
+        assert!(
+            sets == set + 2 || sets == set + 4,
+            "SET NX PX of the lock and SET … GET of the counter (and the note renewed): {} SETs",
+            sets - set
+        );
         assert_eq!(
-            counts(server),
-            [set + 2, get + 1, time + 1],
-            "SET NX PX of the lock and SET … GET of the counter, one TIME; the lock-delay's GET of the node marker"
+            [gets, times],
+            [get + 2, time + 1],
+            "the node marker and its note read; one TIME"
         );
         let token = guard.fencing_token().await.unwrap();
         assert_eq!(fence_counter(server, "doc:one"), Some(token));

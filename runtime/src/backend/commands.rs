@@ -128,23 +128,30 @@ pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
     set
 }
 
-/// Runs `acquire_fenced.lua` once on one server: `SET key token NX PX ttl`
+/// Runs `acquire_fenced.lua` once on one server, under the sessions of
+/// `script`: `SET key token NX PX ttl`
 /// (as [`try_set`], busy when held, but with the holder's remaining TTL)
 /// and, when it took the lock, the lock's next fencing token from the same
 /// call (`None` if it could not be issued); busy while the node is in its
 /// lock-delay `check` keeps, with what is left of it.
 pub(super) async fn try_set_fenced(
     connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
     claim: Claim<'_>,
     check: NodeCheck<'_>,
 ) -> Result<(Attempt, Option<u64>), RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let reply: redis::Value = run_script!(
-        scripts::ACQUIRE_FENCED,
-        connection,
-        keys [key.lock(), key.fence(), key.node()],
-        args [token.as_str(), ttl_ms, fence_retention_ms(ttl_ms), check]
-    )?;
+    let reply: redis::Value = script
+        .run(connection, 3, |call| {
+            call.arg(key.lock())
+                .arg(key.fence())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(fence_retention_ms(ttl_ms))
+                .arg(check);
+        })
+        .await?;
     // One integer, or `{2, ms}` in the node's lock-delay.
     if let redis::Value::Array(_) = reply {
         let (_, left_ms): (i64, i64) = redis::from_redis_value(reply)?;

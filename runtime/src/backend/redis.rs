@@ -83,6 +83,15 @@ pub(crate) struct RedisBackend {
     /// The attempt that queues when busy, where a lock-delay is kept, sent
     /// under sessions as [`try_set_checked`](Self::try_set_checked) is.
     acquire_checked: SessionScript,
+    /// `acquire_fenced.lua`, sent under sessions as
+    /// [`try_set_checked`](Self::try_set_checked) is.
+    acquire_fenced: SessionScript,
+    /// `semaphore_acquire.lua`, under sessions too.
+    semaphore_acquire: SessionScript,
+    /// `rw_read_acquire.lua`, under sessions too.
+    rw_read_acquire: SessionScript,
+    /// `rw_write_acquire.lua`, under sessions too.
+    rw_write_acquire: SessionScript,
 }
 
 impl RedisBackend {
@@ -129,6 +138,10 @@ impl RedisBackend {
         };
         let try_set_checked = session_script(&target, &scripts::TRY_SET_CHECKED);
         let acquire_checked = session_script(&target, &scripts::ACQUIRE_SOURCE);
+        let acquire_fenced = session_script(&target, &scripts::ACQUIRE_FENCED);
+        let semaphore_acquire = session_script(&target, &scripts::SEMAPHORE_ACQUIRE);
+        let rw_read_acquire = session_script(&target, &scripts::RW_READ_ACQUIRE);
+        let rw_write_acquire = session_script(&target, &scripts::RW_WRITE_ACQUIRE);
         Ok(RedisBackend {
             target,
             config,
@@ -140,6 +153,10 @@ impl RedisBackend {
             seen_run_id,
             try_set_checked,
             acquire_checked,
+            acquire_fenced,
+            semaphore_acquire,
+            rw_read_acquire,
+            rw_write_acquire,
         })
     }
 
@@ -254,7 +271,8 @@ impl RedisBackend {
         claim: Claim<'_>,
     ) -> Result<(Attempt, Option<u64>), LockError> {
         let check = self.node_check(claim.ttl_ms);
-        let reply = try_set_fenced(&mut self.commands.clone(), claim, check).await;
+        let connection = &mut self.commands.clone();
+        let reply = try_set_fenced(connection, &self.acquire_fenced, claim, check).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -351,7 +369,9 @@ impl RedisBackend {
         permits: u32,
     ) -> Result<PermitAttempt, LockError> {
         let check = self.node_check(claim.ttl_ms);
-        let reply = acquire_permit(&mut self.commands.clone(), claim, (permits, check)).await;
+        let connection = &mut self.commands.clone();
+        let script = &self.semaphore_acquire;
+        let reply = acquire_permit(connection, script, claim, (permits, check)).await;
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
     }
 
@@ -366,8 +386,8 @@ impl RedisBackend {
         place: Duration,
     ) -> Result<Attempt, LockError> {
         let script = match claim.key.kind {
-            KeyKind::Write => &*scripts::RW_WRITE_ACQUIRE,
-            _ => &*scripts::RW_READ_ACQUIRE,
+            KeyKind::Write => &self.rw_write_acquire,
+            _ => &self.rw_read_acquire,
         };
         let check = self.node_check(claim.ttl_ms);
         let reply = acquire_rw(&mut self.commands.clone(), script, claim, (place, check)).await;

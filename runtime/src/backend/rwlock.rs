@@ -18,11 +18,12 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{RedisError, Script};
+use redis::RedisError;
 
 use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
+use super::session::SessionScript;
 use super::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
@@ -32,7 +33,8 @@ use crate::token::OwnerToken;
 /// does, for this long (see `rw_read_acquire.lua`).
 pub(crate) const READERS_TURN: Duration = Duration::from_secs(1);
 
-/// Runs `script` (`rw_read_acquire.lua` or `rw_write_acquire.lua`) once
+/// Runs `script` (`rw_read_acquire.lua` or `rw_write_acquire.lua`, under
+/// its sessions) once
 /// for a read lease or the write lease of `claim`'s key. A reader is let in
 /// unless a writer holds the lock or waits for it (and it is not the
 /// readers' turn), a writer if nobody holds the lock. Blocked, unless
@@ -41,17 +43,24 @@ pub(crate) const READERS_TURN: Duration = Duration::from_secs(1);
 /// while the node is in the lock-delay `check` keeps.
 pub(super) async fn acquire_rw(
     connection: &mut (impl ConnectionLike + Send),
-    script: &Script,
+    script: &SessionScript,
     claim: Claim<'_>,
     (place, check): (Duration, NodeCheck<'_>),
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let (granted, value): (i64, i64) = run_script!(
-        script,
-        connection,
-        keys [key.lock(), key.readers(), key.queue(), key.waiters(), key.node()],
-        args [token.as_str(), ttl_ms, millis(place), check]
-    )?;
+    let (granted, value): (i64, i64) = script
+        .run(connection, 5, |call| {
+            call.arg(key.lock())
+                .arg(key.readers())
+                .arg(key.queue())
+                .arg(key.waiters())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(millis(place))
+                .arg(check);
+        })
+        .await?;
     Ok(attempt_from_reply(granted, value))
 }
 

@@ -17,6 +17,7 @@ use redis::RedisError;
 use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
+use super::session::SessionScript;
 use super::{Attempt, Claim};
 use crate::token::OwnerToken;
 
@@ -47,21 +48,26 @@ impl PermitAttempt {
     }
 }
 
-/// Runs `semaphore_acquire.lua` once: a permit of `claim`'s key, if fewer
+/// Runs `semaphore_acquire.lua` once, under the sessions of `script`: a permit of `claim`'s key, if fewer
 /// than `permits` are held and the node is not in the lock-delay `check`
 /// keeps.
 pub(super) async fn acquire_permit(
     connection: &mut (impl ConnectionLike + Send),
+    script: &SessionScript,
     claim: Claim<'_>,
     (permits, check): (u32, NodeCheck<'_>),
 ) -> Result<PermitAttempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
-    let (granted, value): (i64, i64) = run_script!(
-        scripts::SEMAPHORE_ACQUIRE,
-        connection,
-        keys [key.lock(), key.node()],
-        args [token.as_str(), ttl_ms, permits, check]
-    )?;
+    let (granted, value): (i64, i64) = script
+        .run(connection, 2, |call| {
+            call.arg(key.lock())
+                .arg(key.node())
+                .arg(token.as_str())
+                .arg(ttl_ms)
+                .arg(permits)
+                .arg(check);
+        })
+        .await?;
     Ok(PermitAttempt::from_reply(granted, value))
 }
 

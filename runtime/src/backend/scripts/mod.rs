@@ -133,9 +133,10 @@ pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| {
     with_prelude(&[include_str!("fence_issue.lua"), include_str!("fence.lua")].concat())
 });
 /// `SET NX PX` and, when it takes the lock, its fencing token, in one call;
-/// see `acquire_fenced.lua`. With the prelude's lock-delay check only.
-pub(crate) static ACQUIRE_FENCED: Lazy<Script> = Lazy::new(|| {
-    with_prelude(
+/// see `acquire_fenced.lua`. With the prelude's lock-delay check only; sent
+/// under sessions (see `session`).
+pub(crate) static ACQUIRE_FENCED: Lazy<String> = Lazy::new(|| {
+    source_with_prelude(
         &[
             include_str!("fence_issue.lua"),
             include_str!("acquire_fenced.lua"),
@@ -158,9 +159,9 @@ pub(crate) static FENCE_FLOOR: Lazy<Script> =
     Lazy::new(|| Script::new(include_str!("fence_floor.lua")));
 
 /// One permit of a counting semaphore, if fewer than N are held; see
-/// `semaphore_acquire.lua`.
-pub(crate) static SEMAPHORE_ACQUIRE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("semaphore_acquire.lua")));
+/// `semaphore_acquire.lua`. Sent under sessions (see `session`).
+pub(crate) static SEMAPHORE_ACQUIRE: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("semaphore_acquire.lua")));
 /// Compare-and-extend of one permit's or read lease's lease; see
 /// `member_renew.lua`.
 pub(crate) static MEMBER_RENEW: Lazy<Script> =
@@ -171,13 +172,13 @@ pub(crate) static MEMBER_RELEASE: Lazy<Publishing> =
     Lazy::new(|| Publishing::new(include_str!("member_release.lua"), true));
 
 /// A read lease of a read/write lock, unless a writer holds it or waits;
-/// see `rw_read_acquire.lua`.
-pub(crate) static RW_READ_ACQUIRE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("rw_read_acquire.lua")));
+/// see `rw_read_acquire.lua`. Sent under sessions (see `session`).
+pub(crate) static RW_READ_ACQUIRE: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("rw_read_acquire.lua")));
 /// The write lease of a read/write lock, or a writer's intent; see
-/// `rw_write_acquire.lua`.
-pub(crate) static RW_WRITE_ACQUIRE: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("rw_write_acquire.lua")));
+/// `rw_write_acquire.lua`. Sent under sessions (see `session`).
+pub(crate) static RW_WRITE_ACQUIRE: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("rw_write_acquire.lua")));
 /// Compare-and-delete of the write lease or withdrawal of a writer's
 /// intent, plus PUBLISH; see `rw_write_release.lua`.
 pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
