@@ -141,8 +141,8 @@ impl LockManagerBuilder {
     /// again as soon as a promoted or restarted server answers, and a lease
     /// that server lost may still be held, so two holders may run at once.
     /// For users who choose availability over exclusion (and fence every
-    /// write). It also saves the delay's check, about a microsecond of server
-    /// time per grant and renewal (see BENCHMARKS.md).
+    /// write). It also saves the delay's check: the uncontended attempt is
+    /// a plain `SET NX PX` again instead of a script (see BENCHMARKS.md).
     pub fn risk_two_holders_after_failover(mut self) -> Self {
         self.redis.lock_delay = LockDelay::Off;
         self

@@ -16,9 +16,11 @@
 //!   (every name of a lock in one hash slot), the primary Redis Sentinel
 //!   names (followed across failovers, `backend/sentinel`), Redlock over N
 //!   masters, or process memory. Each offers the same steps (try, unlock,
-//!   renew, fence, watch), dispatched in one place; the Redis ones run a
-//!   plain `SET NX PX` for an uncontended attempt and one Lua script for
-//!   every other step (`backend/scripts`), and publish hand-offs and releases
+//!   renew, fence, watch), dispatched in one place; the Redis ones run one
+//!   Lua script a step (`backend/scripts`; a plain `SET NX PX` for an
+//!   uncontended attempt when no lock-delay is kept, and the granting
+//!   scripts under `backend/session`s that spare their check `INFO`), and
+//!   publish hand-offs and releases
 //!   that `backend/notify` turns into wake-ups of local wait queues
 //!   (`backend/wait_queue`).
 //! - **`lease/`**: one granted acquisition (key, owner token, fencing token
