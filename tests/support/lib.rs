@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | [`acl`] | the least-privilege ACL of a service; servers, cluster users and managers under it |
 //! | [`harness`] | a [`Harness`] of two managers on one backend; connecting to a server or to Redlock nodes |
-//! | [`conformance`] | the `conformance!` macro: one behaviour instantiated on every backend; `on_every_engine!`: on Redis 7.0, Valkey 9.1 and Redis 8.6; `tests_on!`: one module of them |
+//! | [`mod@conformance`] | the `conformance!` macro: one behaviour instantiated on every backend; `on_every_engine!`: on Redis 7.0, Valkey 9.1 and Redis 8.6; `tests_on!`: one module of them |
 //! | [`every_kind`] | a holder and a waiter of every kind, for failover tests |
 //! | [`failover`] | a holder that keeps or loses its lease across a failover, and its waiter |
 //! | [`occupancy`] | who was inside a semaphore or read/write lock at once |
