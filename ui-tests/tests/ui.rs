@@ -1,9 +1,9 @@
-//! Compile-time behaviour of `#[distributed_lock]` and `#[transactional]`:
-//! what they accept (`tests/ui/pass`) and the errors they report
-//! (`tests/ui/fail`, checked against the `.stderr` next to each case). The
-//! cases under `sqlx/` need the `sqlx` feature (on by default); the lint
-//! against open transactions without sqlx types is checked without it. One
-//! test, so that trybuild builds every case in one project, once.
+//! Compile-time errors of `#[distributed_lock]` and `#[transactional]`: each
+//! case under `tests/ui/fail` must fail to compile with the `.stderr` next to
+//! it. The cases under `sqlx/` need the `sqlx` feature (on by default); the
+//! lint against open transactions without sqlx types is checked without it.
+//! What the attributes accept is in `examples/`, which `cargo test` builds.
+//! One test, so that trybuild checks every case in one project, once.
 //!
 //! After changing a message, regenerate with `TRYBUILD=overwrite cargo test
 //! -p leasehold-ui-tests` and review the diff: each error must point at
@@ -14,17 +14,14 @@
 
 #[test]
 fn ui() {
-    // The cases are compiled by plain rustc, as users' code is: the
-    // workspace's `.cargo/config.toml` (which trybuild's project, under
-    // `target/`, also finds) has clippy compile its crates, and clippy prints
-    // type paths in full, unlike the snapshots. An empty value turns it off.
+    // The cases are compiled by plain rustc, as users' code is:
+    // `scripts/run-tests` has clippy compile the workspace's crates
+    // (RUSTC_WORKSPACE_WRAPPER), which trybuild's cargo would inherit, and
+    // clippy prints type paths in full, unlike the snapshots. An empty value
+    // turns it off.
     std::env::set_var("RUSTC_WORKSPACE_WRAPPER", "");
     let cases = trybuild::TestCases::new();
-    cases.pass("tests/ui/pass/*.rs");
     cases.compile_fail("tests/ui/fail/*.rs");
     #[cfg(feature = "sqlx")]
-    {
-        cases.pass("tests/ui/pass/sqlx/*.rs");
-        cases.compile_fail("tests/ui/fail/sqlx/*.rs");
-    }
+    cases.compile_fail("tests/ui/fail/sqlx/*.rs");
 }

@@ -1,6 +1,8 @@
 //! Correct uses compile without a single warning: one-line bodies, parameters
 //! used only in the key, and every option written out.
 #![deny(warnings)]
+// The one-line bodies are the case: rustfmt would spread them over lines.
+#![cfg_attr(rustfmt, rustfmt::skip)]
 
 use leasehold::{distributed_lock, LockError, LockManager};
 

@@ -3,6 +3,8 @@
 //! warning; the futures stay `Send`, so they can be spawned and served by
 //! axum.
 #![deny(warnings)]
+// The one-line bodies are the case: rustfmt would spread them over lines.
+#![cfg_attr(rustfmt, rustfmt::skip)]
 
 use std::future::Future;
 use std::sync::Arc;
