@@ -141,7 +141,7 @@ async fn n_permits_admit_exactly_n_holders_across_managers(h: Harness) {
 }
 
 async fn permits_bound_concurrent_holders_across_managers(h: Harness) {
-    let occupancy = Arc::new(Occupancy::default());
+    let occupancy = Arc::new(Occupancy::filling(3));
     let tasks = (0..24)
         .map(|task| {
             let semaphore = h.alternate(task).semaphore("k", 3);

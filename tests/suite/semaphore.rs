@@ -24,7 +24,7 @@ use support::{
 /// one semaphore (waiting up to 30 s), visit, and release: all done within
 /// 60 s, never more than `permits` inside at once, and `permits` reached.
 async fn permits_bound_the_holders(managers: &[LockManager], permits: u32, tasks: usize) {
-    let occupancy = Arc::new(Occupancy::default());
+    let occupancy = Arc::new(Occupancy::filling(usize::try_from(permits).unwrap()));
     let handles = (0..tasks)
         .map(|task| {
             let semaphore = managers[task % managers.len()].semaphore("api:payments", permits);
@@ -170,7 +170,7 @@ impl Api {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn annotated_calls_never_exceed_their_permits() {
     let server = RedisServer::start();
-    let occupancy = Arc::new(Occupancy::default());
+    let occupancy = Arc::new(Occupancy::filling(2));
     let mut calls = Vec::new();
     for _ in 0..12 {
         let api = Api {

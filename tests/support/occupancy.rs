@@ -11,14 +11,35 @@ use std::time::{Duration, Instant};
 pub struct Occupancy {
     inside: AtomicUsize,
     most: AtomicUsize,
+    /// How many a visitor waits to see inside before it leaves.
+    fill: usize,
 }
 
+/// The longest a visitor waits for the others to come in.
+const FILL_WAIT: Duration = Duration::from_secs(1);
+
 impl Occupancy {
-    /// Enters, stays 20 ms (yielding to the others), leaves.
+    /// Visits that each stay until `fill` visitors are inside at once (or
+    /// [`FILL_WAIT`] passed): when that many may be inside together, they
+    /// are, however slowly a loaded machine lets the next one in, so a test
+    /// can ask that the lock was full without depending on timing.
+    pub fn filling(fill: usize) -> Self {
+        Occupancy {
+            fill,
+            ..Occupancy::default()
+        }
+    }
+
+    /// Enters, stays 20 ms (yielding to the others) and until the visitors
+    /// it waits for are inside (see [`filling`](Self::filling)), leaves.
     pub async fn visit(&self) {
         let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;
+        let deadline = Instant::now() + FILL_WAIT;
+        while self.inside.load(Ordering::SeqCst) < self.fill && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
         self.inside.fetch_sub(1, Ordering::SeqCst);
     }
 
