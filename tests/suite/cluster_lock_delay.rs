@@ -14,12 +14,11 @@
 
 use crate::support;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use leasehold::{LockDelayState, LockError, LockManager, LockOptions};
+use leasehold::{LockDelayState, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, RedisCluster, RedisServer, RespValue};
-use support::{cluster_manager, poll_async, within, NO_HANG};
+use support::{answered, cluster_manager, poll_async, within, NO_HANG};
 
 /// The namespace of every manager here.
 const NAMESPACE: &str = "delay";
@@ -72,25 +71,6 @@ fn cut_replication(cluster: &RedisCluster, primary: &RedisServer) {
         });
         assert!(down, "the replica's link to its primary is down");
     }
-}
-
-/// The first answer of `attempt`, tried every 100 ms within [`NO_HANG`]
-/// while the cluster client still finds its way (connection errors).
-async fn answered<T, F, Fut>(what: &str, mut attempt: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, LockError>>,
-{
-    let deadline = Instant::now() + NO_HANG;
-    for _ in 0..NO_HANG.as_millis() / 100 + 1 {
-        match within(attempt()).await {
-            Ok(answer) => return answer,
-            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
-            Err(other) => panic!("{what}: {other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: no answer within {NO_HANG:?}");
 }
 
 /// Runs a blocking testkit step (a failover waits for the nodes) without

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockOptions};
 use leasehold_testkit::RedisServer;
-use support::{connect, NO_HANG};
-
-use crate::one_holder::answered;
+use support::{answered, connect, NO_HANG};
 
 const KEY: &str = "order-42";
 
@@ -135,7 +133,10 @@ async fn a_server_restarted_empty_grants_no_lock_to_a_manager_that_knew_it_befor
     let first_lease_ends = guard.valid_until().expect("held");
 
     server.restart_empty();
-    let granted = answered(|| rival.try_acquire(KEY, unrenewed())).await;
+    let granted = answered("the restarted server", || {
+        rival.try_acquire(KEY, unrenewed())
+    })
+    .await;
     assert!(
         granted.is_none(),
         "the restarted server granted the lock again to a manager that knew it before"
@@ -179,7 +180,10 @@ async fn a_server_restarted_empty_grants_no_lock_to_a_manager_started_after_it_w
 
     server.restart_empty();
     let newcomer = waiting_after_start(&server.url()).await;
-    let granted = answered(|| newcomer.try_acquire(KEY, unrenewed())).await;
+    let granted = answered("the restarted server", || {
+        newcomer.try_acquire(KEY, unrenewed())
+    })
+    .await;
     assert!(
         granted.is_none(),
         "a server up for less than the delay granted the lock to a manager started after its restart"
@@ -214,7 +218,10 @@ async fn a_server_up_longer_than_the_delay_grants_at_once_when_asked_to_wait_aft
         .connect(&server.url())
         .await
         .unwrap();
-    let granted = answered(|| manager.try_acquire(KEY, unrenewed())).await;
+    let granted = answered("the restarted server", || {
+        manager.try_acquire(KEY, unrenewed())
+    })
+    .await;
     assert!(
         granted.is_some(),
         "a server up longer than the delay held up a grant"
@@ -248,7 +255,10 @@ async fn a_wait_shorter_than_the_lock_delay_ends_in_an_error_naming_it() {
     let _guard = holder.acquire(KEY, outlasting()).await.unwrap();
 
     server.restart_empty();
-    let granted = answered(|| rival.try_acquire(KEY, outlasting())).await;
+    let granted = answered("the restarted server", || {
+        rival.try_acquire(KEY, outlasting())
+    })
+    .await;
     assert!(granted.is_none(), "granted during the lock-delay");
 
     let attempts = [

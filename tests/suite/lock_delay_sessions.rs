@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockOptions};
 use leasehold_testkit::{Engine, RedisServer, RespValue};
-use support::{command_calls, connect, lock_value, NO_HANG};
+use support::{answered, command_calls, connect, lock_value, NO_HANG};
 
 use crate::failover::master_and_proxied_replica;
-use crate::one_holder::answered;
 
 /// A lease nobody renews, long so that the session's note is kept its
 /// longest (a second; half the delay, the longest ttl, when shorter).
@@ -108,13 +107,19 @@ async fn restarted_from_a_snapshot_with_a_note(engine: Engine) {
         RespValue::Nil,
         "the grant after the snapshot is lost"
     );
-    let again = answered(|| rival.try_acquire("order-42", unrenewed())).await;
+    let again = answered("the restarted server", || {
+        rival.try_acquire("order-42", unrenewed())
+    })
+    .await;
     assert!(
         again.is_none(),
         "{engine:?}: the restarted server granted a lock it lost, under the note of a session"
     );
     let fresh = connect(&server.url()).await;
-    let late = answered(|| fresh.try_acquire("order-42", unrenewed())).await;
+    let late = answered("the restarted server", || {
+        fresh.try_acquire("order-42", unrenewed())
+    })
+    .await;
     assert!(
         late.is_none(),
         "{engine:?}: a manager started after it was granted it"
@@ -152,7 +157,10 @@ async fn a_replica_promoted_by_hand_under_an_open_session_grants_nothing_it_miss
     replica.promote();
     assert_eq!(lock_value(&replica, "order-42"), RespValue::Nil);
 
-    let again = answered(|| on_replica.try_acquire("order-42", unrenewed())).await;
+    let again = answered("the restarted server", || {
+        on_replica.try_acquire("order-42", unrenewed())
+    })
+    .await;
     assert!(
         again.is_none(),
         "the promoted replica granted a lock it missed, under a session loaded before"

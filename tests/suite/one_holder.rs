@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockManager, LockOptions};
 use leasehold_testkit::{RedisServer, RespValue};
-use support::{connect_without_lock_delay, lock_value, poll_async, within, NO_HANG};
+use support::{answered, connect_without_lock_delay, lock_value, poll_async, within, NO_HANG};
 
 const KEY: &str = "order-42";
 
@@ -30,26 +30,6 @@ fn still_valid(until: Option<Instant>) -> bool {
     until.is_some_and(|until| until > Instant::now())
 }
 
-/// The answer of `attempt` once the server answers again: retries every
-/// 100 ms, within [`NO_HANG`], while it fails with a connection error (the
-/// manager reconnecting after the restart).
-pub(crate) async fn answered<T, F, Fut>(mut attempt: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, LockError>>,
-{
-    let deadline = Instant::now() + NO_HANG;
-    for _ in 0..NO_HANG.as_millis() / 100 + 1 {
-        match within(attempt()).await {
-            Ok(answer) => return answer,
-            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
-            Err(other) => panic!("the restarted server did not answer: {other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the restarted server did not answer within {NO_HANG:?}");
-}
-
 /// The first `Some` of `attempt` (through [`answered`]), tried every 100 ms
 /// within [`NO_HANG`]: a grant the manager refused is given back in the
 /// background, so the server may hold it a moment after the refusal.
@@ -59,7 +39,7 @@ where
     Fut: Future<Output = Result<Option<T>, LockError>>,
 {
     for _ in 0..NO_HANG.as_millis() / 100 + 1 {
-        if let Some(answer) = answered(&mut attempt).await {
+        if let Some(answer) = answered("the restarted server", &mut attempt).await {
             return Some(answer);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -82,7 +62,10 @@ async fn a_server_restarted_empty_gives_a_second_task_no_lock_its_first_task_hol
     let first = within(locks.acquire(KEY, unrenewed())).await.unwrap();
     server.restart_empty();
 
-    let second = answered(|| locks.try_acquire(KEY, unrenewed())).await;
+    let second = answered("the restarted server", || {
+        locks.try_acquire(KEY, unrenewed())
+    })
+    .await;
     assert!(
         second.is_none(),
         "two tasks of one manager hold `{KEY}` at once"
@@ -122,9 +105,12 @@ async fn a_server_restarted_empty_gives_no_second_writer_nor_reader_beside_a_wri
     let writer = within(doc.acquire_write(unrenewed())).await.unwrap();
     server.restart_empty();
 
-    let second = answered(|| doc.try_acquire_write(unrenewed())).await;
+    let second = answered("the restarted server", || {
+        doc.try_acquire_write(unrenewed())
+    })
+    .await;
     assert!(second.is_none(), "two writers of one manager at once");
-    let reader = answered(|| doc.try_acquire_read(unrenewed())).await;
+    let reader = answered("the restarted server", || doc.try_acquire_read(unrenewed())).await;
     assert!(reader.is_none(), "a reader beside the manager's writer");
     assert!(
         still_valid(writer.valid_until()),
@@ -144,7 +130,7 @@ async fn a_server_restarted_empty_gives_no_permit_beyond_the_count_the_manager_h
     let second = within(pool.acquire(unrenewed())).await.unwrap();
     server.restart_empty();
 
-    let third = answered(|| pool.try_acquire(unrenewed())).await;
+    let third = answered("the restarted server", || pool.try_acquire(unrenewed())).await;
     assert!(third.is_none(), "three holders of a 2-permit semaphore");
     assert!(still_valid(first.valid_until()) && still_valid(second.valid_until()));
 

@@ -20,7 +20,7 @@ const FILL_WAIT: Duration = Duration::from_secs(1);
 
 impl Occupancy {
     /// Visits that each stay until `fill` visitors are inside at once (or
-    /// [`FILL_WAIT`] passed): when that many may be inside together, they
+    /// a second passed): when that many may be inside together, they
     /// are, however slowly a loaded machine lets the next one in, so a test
     /// can ask that the lock was full without depending on timing.
     pub fn filling(fill: usize) -> Self {

@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use leasehold::LockError;
+
 /// How soon a lock must be free after its holder went away, and the bound on
 /// anything that must happen at once.
 pub const PROMPTLY: Duration = Duration::from_secs(2);
@@ -45,6 +47,27 @@ pub fn within<T>(step: impl Future<Output = T>) -> impl Future<Output = T> {
             .await
             .unwrap_or_else(|_| panic!("step at {caller} took over {NO_HANG:?}"))
     }
+}
+
+/// The answer of `attempt` (`what`, for the failure message) once the
+/// server answers: retried every 100 ms, within [`NO_HANG`], while it
+/// fails with a connection error (a manager reconnecting after a restart,
+/// a cluster client finding the promoted primary).
+pub async fn answered<T, F, Fut>(what: &str, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, LockError>>,
+{
+    let deadline = Instant::now() + NO_HANG;
+    for _ in 0..NO_HANG.as_millis() / 100 + 1 {
+        match within(attempt()).await {
+            Ok(answer) => return answer,
+            Err(LockError::Connection { .. }) if Instant::now() < deadline => {}
+            Err(other) => panic!("{what}: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: no answer within {NO_HANG:?}");
 }
 
 /// Awaits every spawned task, failing the test if they are not all done

@@ -46,6 +46,14 @@ pub(super) enum Via {
     },
 }
 
+/// The route to the cluster node at `host:port`.
+fn by_address(host: &str, port: u16) -> SingleNodeRoutingInfo {
+    SingleNodeRoutingInfo::ByAddress {
+        host: host.to_owned(),
+        port,
+    }
+}
+
 impl Via {
     async fn run(&mut self, command: &Cmd) -> RedisResult<Value> {
         match self {
@@ -56,10 +64,7 @@ impl Via {
                 port,
                 ..
             } => {
-                let node = SingleNodeRoutingInfo::ByAddress {
-                    host: host.clone(),
-                    port: *port,
-                };
+                let node = by_address(host, *port);
                 connection
                     .route_command(command.clone(), RoutingInfo::SingleNode(node))
                     .await
@@ -77,10 +82,7 @@ impl Via {
                 port,
                 ..
             } => {
-                let node = SingleNodeRoutingInfo::ByAddress {
-                    host: host.clone(),
-                    port: *port,
-                };
+                let node = by_address(host, *port);
                 connection.route_pipeline(pipeline, 0, count, node).await
             }
         }
