@@ -14,11 +14,14 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use leasehold::{LockDelayState, LockManager, LockOptions};
 use leasehold_testkit::{poll_until, RedisCluster, RedisServer, RespValue};
-use support::{answered, cluster_manager, poll_async, within, NO_HANG};
+use support::{
+    answered, cluster_manager, granted_after_the_first_lease, poll_async, within, DELAY_WAIT,
+    NO_HANG,
+};
 
 /// The namespace of every manager here.
 const NAMESPACE: &str = "delay";
@@ -173,16 +176,11 @@ async fn forced_failover_to_a_replica_that_missed_the_grants_grants_none_during_
         "the check shows the promoted replica in its delay: {shown:?}"
     );
 
-    let wait = Duration::from_secs(30);
-    let waiter = tokio::time::timeout(wait + NO_HANG, late.acquire(&key, unrenewed().wait(wait)))
-        .await
-        .expect("the waiter returns within its wait")
-        .expect("the waiter gets the lock once the lock-delay is over");
-    assert!(
-        Instant::now() >= first_lease_ends,
-        "the waiter got the lock while the first lease may have been valid"
-    );
-    assert!(!waiter.is_lost());
+    let _waiter = granted_after_the_first_lease(
+        first_lease_ends,
+        late.acquire(&key, unrenewed().wait(DELAY_WAIT)),
+    )
+    .await;
 
     let renewed_there = poll_async(Duration::from_secs(30), || async {
         kept.valid_until().is_some_and(|until| until > kept_until)
@@ -238,14 +236,9 @@ async fn killed_primary_whose_replica_missed_the_grant_grants_no_lock_during_the
         "the promoted replica granted the lock during its lock-delay"
     );
 
-    let wait = Duration::from_secs(30);
-    let waiter = tokio::time::timeout(wait + NO_HANG, late.acquire(&key, unrenewed().wait(wait)))
-        .await
-        .expect("the waiter returns within its wait")
-        .expect("the waiter gets the lock once the lock-delay is over");
-    assert!(
-        Instant::now() >= first_lease_ends,
-        "the waiter got the lock while the first lease may have been valid"
-    );
-    assert!(!waiter.is_lost());
+    let _waiter = granted_after_the_first_lease(
+        first_lease_ends,
+        late.acquire(&key, unrenewed().wait(DELAY_WAIT)),
+    )
+    .await;
 }

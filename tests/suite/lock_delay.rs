@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockOptions};
 use leasehold_testkit::RedisServer;
-use support::{answered, connect, NO_HANG};
+use support::{answered, connect, granted_after_the_first_lease, DELAY_WAIT, NO_HANG};
 
 const KEY: &str = "order-42";
 
@@ -51,20 +51,11 @@ async fn a_server_restarted_empty_grants_no_lock_while_a_lease_it_lost_may_be_va
         Err(err) => panic!("the restarted server did not answer: {err:?}"),
     }
 
-    let wait = Duration::from_secs(30);
-    let waiter = tokio::time::timeout(wait + NO_HANG, other.acquire(KEY, renewed().wait(wait)))
-        .await
-        .expect("the waiter returns within its wait");
-    let waiter = match waiter {
-        Ok(guard) => guard,
-        Err(LockError::Timeout { .. }) => panic!("the lock-delay never ended"),
-        Err(err) => panic!("the waiter failed: {err:?}"),
-    };
-    assert!(
-        Instant::now() >= first_lease_ends,
-        "the waiter got the lock while the first lease may have been valid"
-    );
-    assert!(!waiter.is_lost());
+    let _waiter = granted_after_the_first_lease(
+        first_lease_ends,
+        other.acquire(KEY, renewed().wait(DELAY_WAIT)),
+    )
+    .await;
 }
 
 /// The same for a permit: the holder's renewal of its permit starts the
@@ -142,16 +133,11 @@ async fn a_server_restarted_empty_grants_no_lock_to_a_manager_that_knew_it_befor
         "the restarted server granted the lock again to a manager that knew it before"
     );
 
-    let wait = Duration::from_secs(30);
-    let waiter = tokio::time::timeout(wait + NO_HANG, rival.acquire(KEY, unrenewed().wait(wait)))
-        .await
-        .expect("the waiter returns within its wait")
-        .expect("the waiter gets the lock once the lock-delay ended");
-    assert!(
-        Instant::now() >= first_lease_ends,
-        "the waiter got the lock while the first lease may have been valid"
-    );
-    assert!(!waiter.is_lost());
+    let _waiter = granted_after_the_first_lease(
+        first_lease_ends,
+        rival.acquire(KEY, unrenewed().wait(DELAY_WAIT)),
+    )
+    .await;
 }
 
 /// A manager that keeps the lock-delay after a server's start.
@@ -189,19 +175,11 @@ async fn a_server_restarted_empty_grants_no_lock_to_a_manager_started_after_it_w
         "a server up for less than the delay granted the lock to a manager started after its restart"
     );
 
-    let wait = Duration::from_secs(30);
-    let waiter = tokio::time::timeout(
-        wait + NO_HANG,
-        newcomer.acquire(KEY, unrenewed().wait(wait)),
+    let _waiter = granted_after_the_first_lease(
+        first_lease_ends,
+        newcomer.acquire(KEY, unrenewed().wait(DELAY_WAIT)),
     )
-    .await
-    .expect("the waiter returns within its wait")
-    .expect("the waiter gets the lock once the server has been up for the delay");
-    assert!(
-        Instant::now() >= first_lease_ends,
-        "the waiter got the lock while the first lease may have been valid"
-    );
-    assert!(!waiter.is_lost());
+    .await;
 }
 
 /// `lock_delay_after_server_start` holds up only a server up for less than

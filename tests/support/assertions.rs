@@ -1,8 +1,11 @@
 //! Checks on what the lock API returned: lost leases, owner tokens, validity.
 
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use leasehold::{LockError, LockGuard};
+
+use crate::NO_HANG;
 
 /// Asserts that `result` is `Err(LockError::LeaseLost)` for `key`.
 #[track_caller]
@@ -45,3 +48,31 @@ pub fn lease_still_valid(guard: &LockGuard) -> bool {
         .valid_until()
         .is_some_and(|until| until > Instant::now())
 }
+
+/// The guard of a waiter that waits out a lock-delay (`acquire`, with a
+/// wait of [`DELAY_WAIT`]): it must get the lock, and only once the first
+/// holder's lease, which may still have been believed valid, has ended at
+/// `first_lease_ends`.
+pub async fn granted_after_the_first_lease(
+    first_lease_ends: Instant,
+    acquire: impl Future<Output = Result<LockGuard, LockError>>,
+) -> LockGuard {
+    let waiter = tokio::time::timeout(DELAY_WAIT + NO_HANG, acquire)
+        .await
+        .expect("the waiter returns within its wait");
+    let waiter = match waiter {
+        Ok(guard) => guard,
+        Err(LockError::Timeout { .. }) => panic!("the lock-delay never ended"),
+        Err(err) => panic!("the waiter failed: {err:?}"),
+    };
+    assert!(
+        Instant::now() >= first_lease_ends,
+        "the waiter got the lock while the first lease may have been valid"
+    );
+    assert!(!waiter.is_lost());
+    waiter
+}
+
+/// How long the waiters of [`granted_after_the_first_lease`] wait: far
+/// beyond any lock-delay the tests keep.
+pub const DELAY_WAIT: Duration = Duration::from_secs(30);
