@@ -14,7 +14,7 @@
 //! `base-rwfence:k`. The namespace's node marker (the identity its server
 //! last granted under, for the lock-delay) is `base-node:`, with no user key
 //! after it (on a cluster one per slot, see below); a server process's note
-//! for a session of the lock-delay's check (see `backend/session.rs`) is the
+//! for a session of the lock-delay's check (see `backend/redis/session.rs`) is the
 //! marker's name followed by the session's 32 hex digits, which no other
 //! role's name is. Every lock key has `:` right after `base`, every
 //! internal key `-`: no user key, whatever characters it holds, can name an
@@ -98,12 +98,12 @@ pub(crate) enum KeyKind {
     /// A lock: `lock` holds the owner token.
     Lock,
     /// A counting semaphore: `lock` is its holder set (see
-    /// `backend/scripts/semaphore_acquire.lua`). It has no fencing counter
+    /// `backend/redis/scripts/semaphore_acquire.lua`). It has no fencing counter
     /// and no waiter queue; `fence`, `queue` and `waiters` are the names of
     /// the lock of the same user key, which no semaphore step touches.
     Semaphore,
     /// A reader of a read/write lock: its lease is its member in `readers`
-    /// (see `backend/scripts/rw_read_acquire.lua`). `lock` is the writer key,
+    /// (see `backend/redis/scripts/rw_read_acquire.lua`). `lock` is the writer key,
     /// which names the read/write lock (its release channel, and its identity
     /// in lock scopes); `queue` holds waiting writers' intents.
     Read,
@@ -181,7 +181,7 @@ impl LockKey {
 
     /// The namespace's node marker, `base-node:` (`{n}base-node:` when
     /// hash-tagged: one per slot, in the lock's): the identity its node last granted under and the end
-    /// of its lock-delay (see `node_delay` in `backend/scripts/prelude.lua`).
+    /// of its lock-delay (see `node_delay` in `backend/redis/scripts/prelude.lua`).
     pub(crate) fn node(&self) -> &str {
         self.part(7)
     }

@@ -17,7 +17,7 @@
 //!   names (followed across failovers, `backend/sentinel`), Redlock over N
 //!   masters, or process memory. Each offers the same steps (try, unlock,
 //!   renew, fence, watch), dispatched in one place; the Redis ones run one
-//!   Lua script a step (`backend/scripts`; a plain `SET NX PX` for an
+//!   Lua script a step (`backend/redis/scripts`; a plain `SET NX PX` for an
 //!   uncontended attempt when no lock-delay is kept, and the granting
 //!   scripts under `backend/session`s that spare their check `INFO`), and
 //!   publish hand-offs and releases

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 
-use super::scripts;
+use super::redis::scripts;
 use super::{Backend, Claim, RedisBackend};
 use crate::keys::KeyKind;
 use crate::LockError;

@@ -19,9 +19,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN};
 use super::batch::Renewal;
-use super::rwlock::READERS_TURN;
+use super::redis::admin::{
+    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
+};
+use super::redis::rwlock::READERS_TURN;
 use super::{Attempt, Claim, PermitAttempt};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::keys::{KeyKind, LockKey};

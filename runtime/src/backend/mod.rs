@@ -8,45 +8,27 @@
 //! released and renewed in the same way for keys of [`KeyKind::Read`](crate::keys::KeyKind::Read) and
 //! [`KeyKind::Write`](crate::keys::KeyKind::Write).
 
-mod acl;
-mod admin;
-mod cluster_link;
-mod commands;
-mod connection;
-mod discovery;
-mod lock_delay;
 mod memory;
-mod native;
-mod notify;
-mod places;
-mod probe;
 mod redis;
 mod redlock;
-mod rwlock;
-mod scripts;
-mod semaphore;
 mod sentinel;
-mod session;
-mod switches;
-mod target;
-mod tls;
 pub(crate) mod wait_queue;
 
 use std::time::Duration;
 
-pub(crate) use self::admin::{
+pub(crate) use self::memory::MemoryBackend;
+pub(crate) use self::redis::admin::{
     Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
 };
-pub(crate) use self::connection::RedisConfig;
-pub(crate) use self::discovery::{SentinelCredentials, Sentinels};
-pub(crate) use self::lock_delay::LockDelay;
-pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::places::{PlaceRefresh, PlacesSeen};
+pub(crate) use self::redis::connection::RedisConfig;
+pub(crate) use self::redis::lock_delay::LockDelay;
+pub(crate) use self::redis::places::{PlaceRefresh, PlacesSeen};
+pub(crate) use self::redis::semaphore::PermitAttempt;
+pub(crate) use self::redis::tls::TlsConfig;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
-pub(crate) use self::semaphore::PermitAttempt;
+pub(crate) use self::sentinel::discovery::{SentinelCredentials, Sentinels};
 pub(crate) use self::sentinel::SentinelBackend;
-pub(crate) use self::tls::TlsConfig;
 
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, LockDelayState};

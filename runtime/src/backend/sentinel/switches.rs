@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use redis::Client;
 
-use super::connection::describe;
+use crate::backend::redis::connection::describe;
 
 /// The channel Sentinels announce a promoted replica on.
 const SWITCH_CHANNEL: &str = "+switch-master";

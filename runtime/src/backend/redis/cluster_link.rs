@@ -31,7 +31,7 @@ const REOPEN_PAUSE: Duration = Duration::from_secs(2);
 /// A cluster command connection, shared by its clones, and what it takes to
 /// open another.
 #[derive(Clone)]
-pub(super) struct ClusterLink(Arc<Link>);
+pub(in crate::backend) struct ClusterLink(Arc<Link>);
 
 struct Link {
     current: Mutex<ClusterConnection>,
@@ -46,7 +46,7 @@ struct Link {
 impl ClusterLink {
     /// `connection`, opened from `seeds` with `config` and
     /// `response_timeout`, which a replacement is opened with too.
-    pub(super) fn new(
+    pub(in crate::backend) fn new(
         connection: ClusterConnection,
         seeds: ClusterSeeds,
         config: RedisConfig,
@@ -64,7 +64,7 @@ impl ClusterLink {
     }
 
     /// The connection in use now (clones share it).
-    pub(super) fn connection(&self) -> ClusterConnection {
+    pub(in crate::backend) fn connection(&self) -> ClusterConnection {
         self.0
             .current
             .lock()
@@ -74,7 +74,7 @@ impl ClusterLink {
 
     /// Counts how a call ended: an answer (even an error reply) ends a run
     /// of unanswered calls; a stalled run starts a replacement.
-    pub(super) fn observe<T>(&self, answer: &RedisResult<T>) {
+    pub(in crate::backend) fn observe<T>(&self, answer: &RedisResult<T>) {
         let unanswered = answer.as_ref().err().is_some_and(|err| {
             err.is_timeout()
                 || err.is_io_error()

@@ -21,7 +21,7 @@ use redis::{ErrorKind, RedisError, Value};
 
 use super::commands::set_command;
 use super::connection::describe;
-use super::Claim;
+use crate::backend::Claim;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
@@ -92,7 +92,7 @@ impl Native {
 
 /// The server's name and version in a `HELLO` reply (`redis`, `7.0.15`);
 /// empty where it does not say.
-pub(super) fn server_of(hello: Value) -> (String, String) {
+pub(in crate::backend) fn server_of(hello: Value) -> (String, String) {
     let mut fields = fields(hello);
     let mut take = |name: &str| {
         fields
@@ -131,7 +131,7 @@ fn major_minor(text: &str) -> (u32, u32) {
 impl NativeRelease {
     /// Deletes the lock `key` if its value is exactly `token` (ours, and no
     /// waiters' mark): whether it did.
-    pub(super) async fn run(
+    pub(in crate::backend) async fn run(
         self,
         connection: &mut (impl ConnectionLike + Send),
         key: &LockKey,
@@ -152,7 +152,7 @@ impl NativeRelease {
 
 /// `SET key token IFEQ token PX ttl`: extends the claim's lease if the
 /// lock's value is exactly its token; whether it did.
-pub(super) async fn renew(
+pub(in crate::backend) async fn renew(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
@@ -212,7 +212,7 @@ impl NativeCommands {
     /// reply changed nothing; the native commands are then given up). A
     /// connection error is final, as the script's would be: the step may
     /// have landed.
-    pub(super) fn settled(
+    pub(in crate::backend) fn settled(
         &self,
         answer: Result<bool, RedisError>,
     ) -> Option<Result<bool, RedisError>> {

@@ -33,7 +33,7 @@ use crate::LockError;
 const CLOCK_JUMP: Duration = Duration::from_millis(250);
 
 /// How a probe reaches its node.
-pub(super) enum Via {
+pub(in crate::backend) enum Via {
     /// The manager's connection to one server.
     Server(ConnectionManager),
     /// One node of a cluster, addressed through the cluster connection.
@@ -90,33 +90,33 @@ impl Via {
 }
 
 /// What the locks of a deployment need of each node.
-pub(super) struct Needs<'a> {
+pub(in crate::backend) struct Needs<'a> {
     /// Names in the manager's namespace that no lock uses.
-    pub(super) key: &'a LockKey,
+    pub(in crate::backend) key: &'a LockKey,
     /// Sharded pub/sub and `CLUSTER SLOTS` (a cluster) instead of plain.
-    pub(super) cluster: bool,
+    pub(in crate::backend) cluster: bool,
     /// `ROLE`, with which a Sentinel's primary is confirmed.
-    pub(super) sentinel: bool,
+    pub(in crate::backend) sentinel: bool,
     /// The native commands the locks use on this node.
-    pub(super) native: Native,
+    pub(in crate::backend) native: Native,
     /// Whether the grant scripts keep a lock-delay there, which reads
     /// `INFO` and the namespace's node marker: `Some` with the `run_id` the
     /// manager saw when it connected (empty if unknown; always on a
     /// cluster, whose primaries keep the delay per slot).
-    pub(super) lock_delay: Option<&'a str>,
+    pub(in crate::backend) lock_delay: Option<&'a str>,
 }
 
 /// What one node's probe found.
-pub(super) struct Probed {
-    pub(super) node: NodeReport,
-    pub(super) risks: Vec<Risk>,
+pub(in crate::backend) struct Probed {
+    pub(in crate::backend) node: NodeReport,
+    pub(in crate::backend) risks: Vec<Risk>,
     /// The ACL's refusals (`PermissionDenied`), one per missing rule.
-    pub(super) refused: Vec<LockError>,
+    pub(in crate::backend) refused: Vec<LockError>,
 }
 
 /// Probes the node at `address` through `via`; with `subscriber`, a client
 /// for the same node, also tries the subscription waiters need.
-pub(super) async fn probe(
+pub(in crate::backend) async fn probe(
     via: &mut Via,
     address: String,
     role: NodeRole,
@@ -190,7 +190,7 @@ pub(super) async fn probe(
 /// one `PermissionDenied` (each missing rule named), with a refused login
 /// (`Auth`), or with the failure of a `required` node (a primary); an
 /// optional node's other failure stays in the report.
-pub(super) fn settle(
+pub(in crate::backend) fn settle(
     report: &mut CheckReport,
     probed: Probed,
     required: bool,
@@ -329,7 +329,7 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
 /// [`probe`] reports it (its `INFO`, node marker `marker_key` and clock,
 /// against the `run_id` the manager saw, `seen`): for `dlock show` and
 /// `LockManager::lock_delay_state`. Fails only when `INFO` does.
-pub(super) async fn lock_delay_now(
+pub(in crate::backend) async fn lock_delay_now(
     connection: ConnectionManager,
     marker_key: &str,
     seen: &str,

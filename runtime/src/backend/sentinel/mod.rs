@@ -40,15 +40,18 @@
 //!   primary, and watches there (the engine compares
 //!   [`generation`](SentinelBackend::generation) with the one it watched).
 
+pub(super) mod discovery;
+mod switches;
+
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::connection::RedisConfig;
-use super::discovery::Sentinels;
-use super::lock_delay::LockDelay;
-use super::switches::{self, Manager};
-use super::RedisBackend;
+use self::discovery::Sentinels;
+use self::switches::Manager;
+use crate::backend::redis::connection::RedisConfig;
+use crate::backend::redis::lock_delay::LockDelay;
 use crate::backend::wait_queue::WaitTicket;
+use crate::backend::RedisBackend;
 use crate::check::CheckReport;
 use crate::keys::LockKey;
 use crate::LockError;

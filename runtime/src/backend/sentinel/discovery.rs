@@ -18,9 +18,9 @@ use redis::{
     Value,
 };
 
-use super::connection::{auth_refusal, connect_error, describe, RedisConfig};
-use super::native::server_of;
-use super::tls::TlsConfig;
+use crate::backend::redis::connection::{auth_refusal, connect_error, describe, RedisConfig};
+use crate::backend::redis::native::server_of;
+use crate::backend::redis::tls::TlsConfig;
 use crate::check::{NodeReport, NodeRole};
 use crate::LockError;
 

@@ -189,7 +189,7 @@ local DEPOSED = 'deposed'
 -- asks the Sentinels where the primary went.
 local DEPOSED_ERROR = 'DEPOSED this server was replaced as the primary (a manager learned of the failover) and grants no lock; reach the primary through the Sentinels'
 
--- The session a backend's script was sent under (see backend/session.rs):
+-- The session a backend's script was sent under (see backend/redis/session.rs):
 -- a random nonce written into the script's text, so the script exists only
 -- in the one server process where that backend loaded and ran it first.
 -- Empty in a script sent without one, and before Redis 7 (whose snapshots

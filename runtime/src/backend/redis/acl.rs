@@ -14,7 +14,7 @@ const SCRIPT_REFUSED: &str = "The user executing the script can't";
 
 /// `Some(PermissionDenied)` when `err` is an ACL refusal, naming the rule
 /// the user lacks as far as the server's message tells it.
-pub(super) fn permission_denied(err: &RedisError) -> Option<LockError> {
+pub(in crate::backend) fn permission_denied(err: &RedisError) -> Option<LockError> {
     let detail = err.detail().unwrap_or_default();
     let refused = matches!(err.kind(), ErrorKind::Server(ServerErrorKind::NoPerm))
         || detail.contains(SCRIPT_REFUSED);

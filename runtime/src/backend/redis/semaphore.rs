@@ -18,7 +18,7 @@ use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use super::{Attempt, Claim};
+use crate::backend::{Attempt, Claim};
 use crate::token::OwnerToken;
 
 /// The outcome of one attempt to take a permit.
@@ -35,7 +35,7 @@ pub(crate) enum PermitAttempt {
 
 impl PermitAttempt {
     /// Reads the `{granted, value}` reply of `semaphore_acquire.lua`.
-    pub(super) fn from_reply(granted: i64, value: i64) -> Self {
+    pub(in crate::backend) fn from_reply(granted: i64, value: i64) -> Self {
         match attempt_from_reply(granted, value) {
             Attempt::Acquired => PermitAttempt::Acquired {
                 free: u32::try_from(value).unwrap_or(0),
@@ -51,7 +51,7 @@ impl PermitAttempt {
 /// Runs `semaphore_acquire.lua` once, under the sessions of `script`: a permit of `claim`'s key, if fewer
 /// than `permits` are held and the node is not in the lock-delay `check`
 /// keeps.
-pub(super) async fn acquire_permit(
+pub(in crate::backend) async fn acquire_permit(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
@@ -75,7 +75,7 @@ pub(super) async fn acquire_permit(
 /// holders, or a read/write lock's readers): whether the claim's lease in
 /// it was extended. The node is looked at for the lock-delay of
 /// `lock_delay_ms` (0: none) as `renew.lua` does.
-pub(super) async fn renew_member(
+pub(in crate::backend) async fn renew_member(
     connection: &mut (impl ConnectionLike + Send),
     set: &str,
     claim: Claim<'_>,
@@ -95,7 +95,7 @@ pub(super) async fn renew_member(
 /// holders, or a read/write lock's readers): whether our lease in it was
 /// given back. `sharded`: the release message goes out by SPUBLISH (Redis
 /// Cluster).
-pub(super) async fn release_member(
+pub(in crate::backend) async fn release_member(
     connection: &mut (impl ConnectionLike + Send),
     set: &str,
     token: &OwnerToken,

@@ -31,7 +31,7 @@ pub(crate) struct RedisConfig {
 
 /// The settings of every command connection: the configured time limits,
 /// one reconnection attempt per failed command.
-pub(super) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
+pub(in crate::backend) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(config.response_timeout))
@@ -47,7 +47,7 @@ pub(super) fn manager_config(config: RedisConfig) -> ConnectionManagerConfig {
 /// server that asks for a password the URL lacks accepts the connection and
 /// refuses every command (`NOAUTH`), which must fail here, as `Auth`, and not
 /// at the first lock.
-pub(super) async fn open_manager(
+pub(in crate::backend) async fn open_manager(
     client: &Client,
     config: RedisConfig,
     settings: ConnectionManagerConfig,
@@ -74,7 +74,9 @@ pub(super) async fn open_manager(
 }
 
 /// One authenticated round trip on `connection`.
-pub(super) async fn ping(connection: &mut (impl ConnectionLike + Send)) -> Result<(), RedisError> {
+pub(in crate::backend) async fn ping(
+    connection: &mut (impl ConnectionLike + Send),
+) -> Result<(), RedisError> {
     redis::cmd("PING").query_async::<Value>(connection).await?;
     Ok(())
 }
@@ -83,7 +85,7 @@ pub(super) async fn ping(connection: &mut (impl ConnectionLike + Send)) -> Resul
 /// URLs already redacted): `Auth` when the server refused the credentials,
 /// `Tls` when the handshake failed, else `Connection`. Each names the
 /// address, never a password, and keeps `err` as its source.
-pub(super) fn connect_error(err: RedisError, address: &str) -> LockError {
+pub(in crate::backend) fn connect_error(err: RedisError, address: &str) -> LockError {
     if let Some(refused) = auth_refusal(&err) {
         return LockError::Auth {
             detail: format!("{address} {refused}"),
@@ -119,7 +121,7 @@ fn is_tls_failure(message: &str) -> bool {
 ///
 /// A cluster client reports a node's refusal inside an I/O error, so the
 /// server's codes are also looked for in the error's text.
-pub(super) fn auth_refusal(err: &RedisError) -> Option<&'static str> {
+pub(in crate::backend) fn auth_refusal(err: &RedisError) -> Option<&'static str> {
     let detail = err.detail().unwrap_or_default();
     let text = err.to_string();
     match err.code() {
@@ -193,7 +195,7 @@ async fn plain_ping_answers(client: &Client, config: RedisConfig) -> bool {
 /// What went wrong in `err`, in our words: the server's own error reply
 /// (its code and message), or what happened to the connection. Never a
 /// client library's type names.
-pub(super) fn describe(err: &RedisError) -> String {
+pub(in crate::backend) fn describe(err: &RedisError) -> String {
     if err.is_timeout() {
         "no answer in time".to_owned()
     } else if err.is_connection_refusal() {
@@ -227,7 +229,7 @@ const CLUSTER_IN_FLUX: [ServerErrorKind; 4] = [
 /// `PermissionDenied` for an ACL refusal, `Auth` for refused credentials
 /// (a password changed on the server while we run), else `Server` (an error
 /// reply). Each keeps `err` as its source.
-pub(super) fn lock_error(err: RedisError) -> LockError {
+pub(in crate::backend) fn lock_error(err: RedisError) -> LockError {
     if let Some(denied) = permission_denied(&err) {
         return denied;
     }

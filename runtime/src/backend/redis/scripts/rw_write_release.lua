@@ -13,7 +13,7 @@
 -- A writer that gives up waiting calls this too: its intent leaves the set,
 -- and if that was the last one, readers it held back may now get in. Both
 -- cases publish `*` to readers, which wakes every waiting reader of each
--- listening process (see backend/notify.rs), as any number of them may
+-- listening process (see backend/redis/notify.rs), as any number of them may
 -- enter at once, and `1` to writers, which wakes one of each process. A
 -- writer that gives the lock back while a reader waits gives the readers
 -- their turn: for ARGV[2], readers get in past the intents and no writer

@@ -7,8 +7,8 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
-use super::millis;
 use super::scripts;
+use crate::backend::millis;
 use crate::keys::LockKey;
 
 /// The places to refresh: numbered `seq` (a release's grant may name it),
@@ -58,7 +58,7 @@ impl PlacesSeen {
 }
 
 /// Runs `refresh_places.lua` once on one server.
-pub(super) async fn refresh(
+pub(in crate::backend) async fn refresh(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     refresh: PlaceRefresh<'_>,

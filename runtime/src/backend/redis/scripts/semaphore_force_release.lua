@@ -9,7 +9,7 @@
 -- Each evicted holder's next renewal (member_renew.lua) finds its member
 -- gone and is refused, so its body is cancelled as for any lost lease. The
 -- message `*` wakes every waiting acquirer of each listening process (see
--- backend/notify.rs): any number of permits may now be free.
+-- backend/redis/notify.rs): any number of permits may now be free.
 drop_expired_permits(KEYS[1])
 local evicted = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local count = redis.call('ZCARD', KEYS[1])

@@ -95,7 +95,7 @@ pub(crate) struct EvictedRw {
 }
 
 /// Runs `inspect.lua` for `key`.
-pub(super) async fn inspect(
+pub(in crate::backend) async fn inspect(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<LockState, RedisError> {
@@ -132,7 +132,7 @@ pub(super) async fn inspect(
 }
 
 /// Runs `inspect_shared.lua` for the semaphore or read/write lock `key`.
-pub(super) async fn inspect_shared(
+pub(in crate::backend) async fn inspect_shared(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<SharedState, RedisError> {
@@ -175,7 +175,7 @@ pub(super) async fn inspect_shared(
 
 /// Runs `force_release.lua` for `key`; `sharded`: its message goes out by
 /// SPUBLISH (Redis Cluster).
-pub(super) async fn force_release(
+pub(in crate::backend) async fn force_release(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
@@ -197,7 +197,7 @@ pub(super) async fn force_release(
 
 /// Runs `semaphore_force_release.lua` for the semaphore `key`; `sharded`:
 /// its message goes out by SPUBLISH (Redis Cluster).
-pub(super) async fn force_release_semaphore(
+pub(in crate::backend) async fn force_release_semaphore(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
@@ -217,7 +217,7 @@ pub(super) async fn force_release_semaphore(
 
 /// Runs `rw_force_release.lua` for the read/write lock `key`; `sharded`:
 /// its messages go out by SPUBLISH (Redis Cluster).
-pub(super) async fn force_release_rw(
+pub(in crate::backend) async fn force_release_rw(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
@@ -243,7 +243,10 @@ pub(super) async fn force_release_rw(
 /// The keys of one node matching the glob `pattern`, by `SCAN` (never
 /// `KEYS`, which blocks the server): at most [`MOST_SCAN_ROUNDS`] round
 /// trips of [`SCAN_BATCH`] keys each. `send` runs one `SCAN` on the node.
-pub(super) async fn scan<F, Fut>(pattern: &str, mut send: F) -> Result<Vec<String>, RedisError>
+pub(in crate::backend) async fn scan<F, Fut>(
+    pattern: &str,
+    mut send: F,
+) -> Result<Vec<String>, RedisError>
 where
     F: FnMut(redis::Cmd) -> Fut,
     Fut: std::future::Future<Output = Result<(u64, Vec<String>), RedisError>>,

@@ -10,6 +10,23 @@
 //! is pipelined behind the acquisition, so it reaches the same primary.
 //! Releases are announced on sharded channels (see `notify`).
 
+pub(super) mod acl;
+pub(super) mod admin;
+pub(super) mod cluster_link;
+pub(super) mod commands;
+pub(super) mod connection;
+pub(super) mod lock_delay;
+pub(super) mod native;
+pub(super) mod notify;
+pub(super) mod places;
+pub(super) mod probe;
+pub(super) mod rwlock;
+pub(super) mod scripts;
+pub(super) mod semaphore;
+pub(super) mod session;
+pub(super) mod target;
+pub(super) mod tls;
+
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,26 +36,26 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
-use super::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
-use super::batch::{renew_each, Renewal};
-use super::commands::{
+use self::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use self::commands::{
     acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
     issue_fence, release, renew, try_set, try_set_checked, try_set_fenced,
 };
-use super::connection::{lock_error, RedisConfig};
-use super::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
-use super::native::{self, Native, NativeCommands};
-use super::notify::Notifications;
-use super::places::{self, PlaceRefresh, PlacesSeen};
-use super::probe::{self, probe, settle, Needs, Via};
-use super::rwlock::{acquire_rw, release_write};
-use super::scripts::{self, run_script};
-use super::semaphore::{acquire_permit, release_member, renew_member};
-use super::session::SessionScript;
-use super::target::{ClusterSeeds, Commands, Target};
-use super::tls::TlsConfig;
-use super::{millis, Attempt, Claim, PermitAttempt, Taking};
+use self::connection::{lock_error, RedisConfig};
+use self::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
+use self::native::{Native, NativeCommands};
+use self::notify::Notifications;
+use self::places::{PlaceRefresh, PlacesSeen};
+use self::probe::{probe, settle, Needs, Via};
+use self::rwlock::{acquire_rw, release_write};
+use self::scripts::run_script;
+use self::semaphore::{acquire_permit, release_member, renew_member};
+use self::session::SessionScript;
+use self::target::{ClusterSeeds, Commands, Target};
+use self::tls::TlsConfig;
+use super::batch::{renew_each, Renewal};
 use crate::backend::wait_queue::WaitTicket;
+use crate::backend::{millis, Attempt, Claim, PermitAttempt, Taking};
 use crate::check::{CheckReport, LockDelayState, NodeRole};
 use crate::keys::{KeyKind, LockKey};
 use crate::options::MinReplicas;

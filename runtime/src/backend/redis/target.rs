@@ -43,7 +43,7 @@ impl ClusterSeeds {
 
     /// A RESP3 client within `config`'s connect timeout and `response_timeout`
     /// per request, redirections and retries included (`None`: unbounded).
-    pub(super) fn client(
+    pub(in crate::backend) fn client(
         &self,
         config: RedisConfig,
         response_timeout: Option<Duration>,
@@ -55,7 +55,7 @@ impl ClusterSeeds {
     /// A cluster command connection, failing with `Connection` (or `Tls`)
     /// within the configured time limits; `response_timeout: None` leaves
     /// answers unbounded.
-    pub(super) async fn open(
+    pub(in crate::backend) async fn open(
         &self,
         config: RedisConfig,
         response_timeout: Option<Duration>,
@@ -91,7 +91,7 @@ impl ClusterSeeds {
 
     /// The per-connection settings that go with [`client`](Self::client)
     /// (redis-rs resets the per-attempt limit from them).
-    pub(super) fn settings(
+    pub(in crate::backend) fn settings(
         config: RedisConfig,
         response_timeout: Option<Duration>,
     ) -> ClusterConfig {
@@ -106,7 +106,7 @@ impl ClusterSeeds {
 /// A command connection to a [`Target`]: both reconnect by themselves, and
 /// a cluster's is replaced when it stalls (see `cluster_link`).
 #[derive(Clone)]
-pub(super) enum Commands {
+pub(in crate::backend) enum Commands {
     Server(ConnectionManager),
     Cluster(ClusterLink),
 }
@@ -115,7 +115,7 @@ impl Target {
     /// Opens a command connection, failing with `Connection` (or `Tls`) within
     /// the configured time limits; `response_timeout: None` leaves answers
     /// unbounded (for calls that bound themselves).
-    pub(super) async fn open(
+    pub(in crate::backend) async fn open(
         &self,
         config: RedisConfig,
         response_timeout: Option<Duration>,
@@ -141,7 +141,7 @@ impl Target {
 
     /// Whether release messages go out on sharded channels (`SPUBLISH`),
     /// which a cluster keeps on the nodes of the channel's slot.
-    pub(super) fn sharded_pubsub(&self) -> bool {
+    pub(in crate::backend) fn sharded_pubsub(&self) -> bool {
         matches!(self, Target::Cluster(_))
     }
 }

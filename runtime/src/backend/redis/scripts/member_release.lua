@@ -9,7 +9,7 @@
 -- published.
 --
 -- The message `1` wakes one waiter of each listening process (see
--- backend/notify.rs), which then tries again: a semaphore's waiter, or a
+-- backend/redis/notify.rs), which then tries again: a semaphore's waiter, or a
 -- writer waiting for the readers to leave (only writers wait on the
 -- readers' channel, and one writer at a time can take the lock). A lease
 -- that merely ends publishes nothing, as waiters retry when the earliest

@@ -10,19 +10,19 @@ use redis::RedisError;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use super::{millis, Attempt, Claim};
+use crate::backend::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
 /// How long a lock's record (`LockKey::record`) is kept after it was last
 /// written: a day. A holder granted the lock after a wait and holding it
 /// longer than that is shown without its grant.
-pub(super) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
+pub(in crate::backend) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Reads the `{granted, value}` reply of `acquire.lua`: granted, or the
 /// holder's remaining TTL in ms (negative: none), or what is left of the
 /// node's lock-delay (`granted` 2), after which it may be granted.
-pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
+pub(in crate::backend) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
     match granted {
         1 => Attempt::Acquired,
         2 => delayed(value),
@@ -33,7 +33,7 @@ pub(super) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
 }
 
 /// A refusal of a node in its lock-delay for `left_ms` more.
-pub(super) fn delayed(left_ms: i64) -> Attempt {
+pub(in crate::backend) fn delayed(left_ms: i64) -> Attempt {
     let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
     tracing::warn!(?left, "the server grants nothing during its lock-delay: it was promoted or restarted without its data (a failover), and a lease it granted before may still be held");
     Attempt::Delayed { left }
@@ -43,7 +43,7 @@ pub(super) fn delayed(left_ms: i64) -> Attempt {
 /// is busy and `queue_for` is not zero, keep a place in its waiter queue for
 /// that long; nothing is granted while the node is in the lock-delay
 /// `check` keeps.
-pub(super) fn acquire_invocation(
+pub(in crate::backend) fn acquire_invocation(
     claim: Claim<'_>,
     queue_for: Duration,
     seq: u64,
@@ -73,7 +73,7 @@ pub(super) fn acquire_invocation(
 /// free while waiters are queued. That happens only when the lock was not
 /// released but expired (its holder, or a waiter it was handed to, died or
 /// was cut off); a release always hands the lock to the first live waiter.
-pub(super) async fn try_set(
+pub(in crate::backend) async fn try_set(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<Attempt, RedisError> {
@@ -94,7 +94,7 @@ pub(super) async fn try_set(
 /// `check`: `try_set_checked.lua` (sent under the sessions of `script`),
 /// the node's check then what [`try_set`] sends. Busy during the delay,
 /// with what is left of it.
-pub(super) async fn try_set_checked(
+pub(in crate::backend) async fn try_set_checked(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
@@ -121,7 +121,7 @@ pub(super) async fn try_set_checked(
 /// arguments: `NX PX ms`, `IFEQ value PX ms`): allocated once at its full
 /// size, where `redis::cmd` grows its buffers argument by argument, since
 /// every lock cycle sends one.
-pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
+pub(in crate::backend) fn set_command(key: &str, value: &str) -> redis::Cmd {
     const OPTIONS_SIZE: usize = 48;
     let mut set = redis::Cmd::with_capacity(7, 3 + key.len() + 2 * value.len() + OPTIONS_SIZE);
     set.arg("SET").arg(key).arg(value);
@@ -134,7 +134,7 @@ pub(super) fn set_command(key: &str, value: &str) -> redis::Cmd {
 /// and, when it took the lock, the lock's next fencing token from the same
 /// call (`None` if it could not be issued); busy while the node is in its
 /// lock-delay `check` keeps, with what is left of it.
-pub(super) async fn try_set_fenced(
+pub(in crate::backend) async fn try_set_fenced(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
@@ -174,7 +174,7 @@ fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
 
 /// [`acquire`] where the node keeps the lock-delay of `check`, sent
 /// under the sessions of `script`, so its check is cheap.
-pub(super) async fn acquire_checked(
+pub(in crate::backend) async fn acquire_checked(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
@@ -202,7 +202,7 @@ pub(super) async fn acquire_checked(
 
 /// Runs `acquire.lua` once on one server (see [`acquire_invocation`]):
 /// busy, it reports the holder's remaining TTL (or the lock-delay's).
-pub(super) async fn acquire(
+pub(in crate::backend) async fn acquire(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
     queue_for: Duration,
@@ -220,7 +220,7 @@ pub(super) async fn acquire(
 /// for that long (it confirms by renewing); zero never grants, nor does a
 /// node in its lock-delay of `lock_delay_ms` (0: none). `sharded`: the
 /// release message goes out by SPUBLISH (Redis Cluster).
-pub(super) async fn release(
+pub(in crate::backend) async fn release(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
@@ -240,7 +240,7 @@ pub(super) async fn release(
 /// How long a key's fencing counter outlives the last token issued for a
 /// lease of `ttl_ms`: max(2 × ttl, 10 minutes), capped at 100 years (a `PX`
 /// Redis accepts, whatever lease it accepted).
-pub(super) fn fence_retention_ms(ttl_ms: u64) -> u64 {
+pub(in crate::backend) fn fence_retention_ms(ttl_ms: u64) -> u64 {
     const TEN_MINUTES_MS: u64 = 600_000;
     const HUNDRED_YEARS_MS: u64 = 3_155_760_000_000;
     ttl_ms
@@ -250,7 +250,7 @@ pub(super) fn fence_retention_ms(ttl_ms: u64) -> u64 {
 
 /// Runs `fence.lua` once on one server: the next fencing token of `key` if
 /// `token` holds it there, `None` if it does not.
-pub(super) async fn issue_fence(
+pub(in crate::backend) async fn issue_fence(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<Option<u64>, RedisError> {
@@ -266,7 +266,7 @@ pub(super) async fn issue_fence(
 
 /// Runs `renew.lua` once on one server: whether our lease was extended
 /// (never while the node is in its lock-delay of `lock_delay_ms`; 0: none).
-pub(super) async fn renew(
+pub(in crate::backend) async fn renew(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
     lock_delay_ms: u64,
@@ -284,7 +284,7 @@ pub(super) async fn renew(
 /// Runs `hold_down.lua` once on one server: keeps the claim's lock for
 /// `claim.ttl_ms` (what is left of its hold) and notes that its holder
 /// released it; whether it was still ours.
-pub(super) async fn hold_down(
+pub(in crate::backend) async fn hold_down(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<bool, RedisError> {
@@ -306,7 +306,7 @@ pub(super) async fn hold_down(
 /// and the confirmation would take several round trips, which on a slow
 /// link outlast the grant window (see `release.lua`): the grant would lapse
 /// and the lock sit idle until then. Whether the claim's lease was extended.
-pub(super) async fn confirm(
+pub(in crate::backend) async fn confirm(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
 ) -> Result<bool, RedisError> {

@@ -20,8 +20,8 @@ macro_rules! run_script {
     ($script:expr, $connection:expr, keys [$($key:expr),* $(,)?], args [$($arg:expr),* $(,)?]) => {{
         let script: &::redis::Script = &$script;
         let mut evalsha = ::redis::Cmd::with_capacity(
-            $crate::backend::scripts::EVALSHA_ARGS,
-            $crate::backend::scripts::EVALSHA_SIZE,
+            $crate::backend::redis::scripts::EVALSHA_ARGS,
+            $crate::backend::redis::scripts::EVALSHA_SIZE,
         );
         let keys: usize = 0 $(+ { let _ = stringify!($key); 1 })*;
         evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);

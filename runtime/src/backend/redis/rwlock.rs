@@ -24,7 +24,7 @@ use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use super::{millis, Attempt, Claim};
+use crate::backend::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 
@@ -41,7 +41,7 @@ pub(crate) const READERS_TURN: Duration = Duration::from_secs(1);
 /// `place` is zero, a reader marks that a reader waits, a writer keeps its
 /// intent (holding new readers back), for that long. Nothing is granted
 /// while the node is in the lock-delay `check` keeps.
-pub(super) async fn acquire_rw(
+pub(in crate::backend) async fn acquire_rw(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
@@ -67,7 +67,7 @@ pub(super) async fn acquire_rw(
 /// Runs `rw_write_release.lua` once: whether our write lease was given
 /// back (a reader waiting then gets the readers' turn); a waiting writer's
 /// intent is withdrawn either way.
-pub(super) async fn release_write(
+pub(in crate::backend) async fn release_write(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     token: &OwnerToken,
