@@ -5,8 +5,9 @@
 //! # Map
 //!
 //! The modules are layered, from the foundation to the façade. The backend
-//! depends on the foundation only; a lease keeps a handle of its manager
-//! (to release through its backend and runtime), the one way back up.
+//! depends on the foundation only; a lease keeps what the leases of its
+//! manager share (`lease::Leasing`: backend, renewal timer, the record
+//! `shutdown` releases from, runtime), never the façade.
 //!
 //! - **Foundation**: `error`, `options` (and `settings`, how a file writes
 //!   them, with `duration`'s parser), `keys` (every Redis name of a lock,
@@ -24,7 +25,9 @@
 //!   that `backend/notify` turns into wake-ups of local wait queues
 //!   (`backend/wait_queue`).
 //! - **`lease/`**: one granted acquisition (key, owner token, fencing token
-//!   once asked for, held-until or lost); the `watchdog`, one timer per
+//!   once asked for, held-until or lost), and how it starts
+//!   (`Lease::start`); the `registry` of a manager's leases and the
+//!   `shutdown` that releases them; the `watchdog`, one timer per
 //!   manager, renewing every lease at ttl/3 and reporting it lost when
 //!   renewal is refused or late; the `guard` core every guard holds
 //!   (`HeldLease`, released exactly once, on `release()` or drop); the lock

@@ -1,19 +1,16 @@
 //! `LockManager`: the entry point for taking locks.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use crate::acquire::Taken;
 use crate::backend::Backend;
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
+use crate::lease::registry::Leases;
 use crate::lease::seats::Seats;
-use crate::lease::shutdown::Leases;
-use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
-use crate::lease::Lease;
-use crate::telemetry::MetricLabel;
+use crate::lease::watchdog::Watchdog;
+use crate::lease::{shutdown, Lease, Leasing};
 use crate::token::{Identity, OwnerToken};
-use crate::{CheckReport, LockError, LockGuard, LockOptions};
+use crate::{CheckReport, LockError, LockGuard};
 
 /// Hands out locks from one backend. Cheap to clone; clones share the
 /// backend's multiplexed, auto-reconnecting connections (one per server) and
@@ -39,18 +36,14 @@ pub struct LockManager {
 }
 
 struct ManagerInner {
-    backend: Arc<Backend>,
+    /// Its backend, renewal timer, held leases and runtime, which every
+    /// lease it starts shares.
+    leasing: Arc<Leasing>,
     keys: KeySpace,
-    renewals: Arc<RenewalTimer>,
     /// Written into every owner token this manager issues.
     identity: Identity,
-    /// What it holds, for `shutdown`.
-    leases: Arc<Leases>,
     /// Which of its tasks hold which keys (one holder per key, see `seats`).
     seats: Arc<Seats>,
-    /// The Tokio runtime it was built on, if any: a release whose own
-    /// runtime ended before it could be sent is sent from there.
-    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl LockManager {
@@ -65,13 +58,10 @@ impl LockManager {
         };
         LockManager {
             inner: Arc::new(ManagerInner {
-                backend: Arc::new(backend),
+                leasing: Arc::new(Leasing::new(backend)),
                 keys,
-                renewals: Arc::default(),
                 identity,
-                leases: Arc::default(),
                 seats: Arc::default(),
-                runtime: tokio::runtime::Handle::try_current().ok(),
             }),
         }
     }
@@ -212,30 +202,26 @@ impl LockManager {
             "leasehold-check-{}",
             OwnerToken::generate().as_str()
         ));
-        self.inner.backend.check(&probe).await
+        self.backend().check(&probe).await
     }
 
     pub(crate) fn backend(&self) -> &Arc<Backend> {
-        &self.inner.backend
+        &self.inner.leasing.backend
     }
 
-    /// The Tokio runtime this manager was built on, if it was built on one.
-    pub(crate) fn runtime(&self) -> Option<&tokio::runtime::Handle> {
-        self.inner.runtime.as_ref()
+    /// What the leases this manager starts share (see [`Lease::start`]).
+    pub(crate) fn leasing(&self) -> &Arc<Leasing> {
+        &self.inner.leasing
     }
 
     /// The leases this manager and its clones hold, and whether it is shut down.
-    pub(crate) fn leases(&self) -> &Arc<Leases> {
-        &self.inner.leases
+    pub(crate) fn leases(&self) -> &Leases<Lease> {
+        &self.inner.leasing.leases
     }
 
     /// The seats its tasks hold, key by key.
     pub(crate) fn seats(&self) -> &Arc<Seats> {
         &self.inner.seats
-    }
-
-    pub(crate) fn same_as(&self, other: &LockManager) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The key space of this manager's locks.
@@ -258,7 +244,7 @@ impl LockManager {
     }
 
     /// Renews the leases `guards` own (not re-entered ones) together, in one
-    /// cycle; see [`RenewalTimer::renew_together`]. The returned watchdog is
+    /// cycle; see `RenewalTimer::renew_together`. The returned watchdog is
     /// to be stopped when the guards are released.
     pub(crate) fn renew_together(&self, guards: &[LockGuard]) -> Option<Arc<Watchdog>> {
         let watchdogs: Vec<&Arc<Watchdog>> = guards
@@ -266,53 +252,38 @@ impl LockManager {
             .filter(|guard| !guard.is_reentered())
             .filter_map(|guard| guard.lease().watchdog())
             .collect();
-        self.inner.renewals.renew_together(&watchdogs)
+        self.inner.leasing.renewals.renew_together(&watchdogs)
     }
 
-    /// A lease on `key` (a lock or a semaphore's permit) `taken` by an
-    /// attempt, watched by this manager's watchdog, counted in the metrics
-    /// under `label`.
-    pub(crate) fn start_lease(
-        &self,
-        key: LockKey,
-        token: OwnerToken,
-        options: &LockOptions,
-        taken: Taken,
-        label: MetricLabel,
-    ) -> Arc<Lease> {
-        let key = Arc::new(key);
-        let id = self.leases().next_id();
-        let first_lease = taken.first_lease.unwrap_or(options.ttl).min(options.ttl);
-        let mut lease = Lease::new(
-            id,
-            self.clone(),
-            Arc::clone(&key),
-            token.clone(),
-            (options.ttl, first_lease),
-            taken.sent,
-            label.clone(),
-        );
-        lease.waited = taken.waited;
-        let watchdog = self.inner.renewals.watch(
-            Arc::clone(self.backend()),
-            Watched {
-                key,
-                token,
-                ttl: options.ttl,
-                renew: options.renew,
-                status: lease.status.clone(),
-                sent: taken.sent,
-                first_lease,
-                label,
-            },
-        );
-        lease.set_watchdog(watchdog);
-        if let Some(hold) = options.hold_at_least {
-            lease.hold_until(Instant::now() + hold);
-        }
-        let lease = Arc::new(lease);
-        self.leases().record(id, &lease);
-        lease
+    /// Gives back every lock this manager (with its clones) holds, and takes
+    /// no more: call it as a service, a `main` or a `#[tokio::test]` ends.
+    ///
+    /// A guard dropped as the Tokio runtime shuts down cannot send its
+    /// release (the task that would send it never runs), so the lock stays
+    /// until its TTL runs out and the next process waits for it; `shutdown`
+    /// sends every release while the runtime still runs.
+    ///
+    /// ## Behavior
+    ///
+    /// - Every lease still held (locks, read/write leases, permits, the keys
+    ///   of a set) is released at once, all concurrently: its renewal stops
+    ///   and the lock is deleted, or kept for the rest of its
+    ///   `hold_at_least`. Its guard reports the lease lost: a body running
+    ///   under it with `OnLost::Cancel` is cancelled with
+    ///   `LockError::LeaseLost`, and `release()` returns that error. Dropping
+    ///   the guard later sends nothing.
+    /// - Releases already in flight (from guards dropped or released just
+    ///   before) are waited for too.
+    /// - Both waits together end after at most 5 s; a release still
+    ///   unanswered then is logged, and its lock expires by its TTL.
+    /// - From the first call on, every acquisition through this manager or a
+    ///   clone fails with `LockError::ShutDown`. An acquisition already in
+    ///   flight may still complete; its guard releases as usual.
+    /// - Calling it again releases what was acquired since, if anything.
+    ///
+    /// Returns how many leases it released itself.
+    pub async fn shutdown(&self) -> usize {
+        shutdown::release_all(self.leases()).await
     }
 }
 

@@ -56,7 +56,7 @@ use crate::keys::{KeyKind, LockKey};
 use crate::lease::body;
 use crate::lease::guard::LockGuard;
 use crate::lease::seats::Share;
-use crate::lease::{scope, Lease};
+use crate::lease::{scope, Lease, Taken};
 use crate::options::MinReplicas;
 use crate::telemetry::MetricLabel;
 use crate::token::{Identity, OwnerToken};
@@ -99,20 +99,6 @@ struct Outage<'a> {
     /// ends, or when the acquisition does: a give-back sent while the
     /// server cannot be reached would be lost too.
     abandoned: Vec<PendingAcquire<'a>>,
-}
-
-/// When a lease was taken, and for how long at first.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Taken {
-    /// When the attempt that took it was sent: the lease counts from then.
-    pub(crate) sent: Instant,
-    /// How long the lease lasts until its first renewal, when shorter than
-    /// the options' ttl: a grant counted from a place refresh (see
-    /// `release.lua` and `refresh_places.lua`).
-    pub(crate) first_lease: Option<Duration>,
-    /// Whether it was taken after waiting: the backend may keep a record of
-    /// the grant, which the lease's release clears (see `LockKey::record`).
-    pub(crate) waited: bool,
 }
 
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
@@ -374,7 +360,7 @@ async fn run(
     manager.leases().ensure_open()?;
     non_empty(user)?;
     let (ttl_ms, replicas) = ask.checked(user, options)?;
-    if let Some(lease) = scope::find(manager, key.lock()) {
+    if let Some(lease) = scope::find(manager.leasing(), key.lock()) {
         return ask.reenter(user, options, lease);
     }
     let backend = manager.backend();
@@ -515,7 +501,7 @@ async fn run(
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
-    let lease = manager.start_lease(key, token, options, taken, label.clone());
+    let lease = Lease::start(manager.leasing(), key, token, options, taken, label.clone());
     lease.sit(seat);
     let guard = LockGuard::owner(lease);
     match fence {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::lease::body::Held;
-use crate::lease::shutdown::InFlight;
+use crate::lease::registry::InFlight;
 use crate::lease::Lease;
 use crate::LockError;
 
@@ -111,7 +111,7 @@ impl HeldLease {
         let mut pending = PendingRelease {
             lease: Arc::clone(&self.lease),
             answered: false,
-            _in_flight: self.lease.manager.leases().release_started(),
+            _in_flight: self.lease.leasing.leases.release_started(),
         };
         let released = unlock(&self.lease).await;
         pending.answered = true;
@@ -203,7 +203,7 @@ derefs_to_held_lease!(LockGuard);
 struct PendingRelease {
     lease: Arc<Lease>,
     answered: bool,
-    _in_flight: InFlight,
+    _in_flight: InFlight<Lease>,
 }
 
 impl Drop for PendingRelease {
@@ -232,7 +232,7 @@ enum Sent {
 /// own runtime runs on) is sent again on the manager's runtime. With neither
 /// runtime running, the lock expires after its TTL, with a warning.
 fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
-    let backend = lease.manager.backend();
+    let backend = &lease.leasing.backend;
     if let Some(owned) = backend.end_in_place(&lease.key, &lease.token, lease.hold_left()) {
         if sent == Sent::First {
             let _ = settle(lease, Ok(owned));
@@ -241,7 +241,7 @@ fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
     }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => SpawnedRelease::new(lease, sent, Fallback::ManagersRuntime).spawn(&runtime),
-        Err(_) => match lease.manager.runtime() {
+        Err(_) => match &lease.leasing.runtime {
             Some(runtime) => SpawnedRelease::new(lease, sent, Fallback::None).spawn(runtime),
             None => tracing::warn!(
                 key = %lease.key.user(),
@@ -268,7 +268,7 @@ struct SpawnedRelease {
     sent: Sent,
     fallback: Fallback,
     done: bool,
-    in_flight: Option<InFlight>,
+    in_flight: Option<InFlight<Lease>>,
 }
 
 impl SpawnedRelease {
@@ -278,7 +278,7 @@ impl SpawnedRelease {
             sent,
             fallback,
             done: false,
-            in_flight: Some(lease.manager.leases().release_started()),
+            in_flight: Some(lease.leasing.leases.release_started()),
         }
     }
 
@@ -305,7 +305,7 @@ impl Drop for SpawnedRelease {
             return;
         }
         if let (Fallback::ManagersRuntime, Some(runtime)) =
-            (self.fallback, self.lease.manager.runtime())
+            (self.fallback, &self.lease.leasing.runtime)
         {
             tracing::debug!(key = %self.lease.key.user(), "release task dropped with its runtime; sending it again on the manager's runtime");
             // The first may have arrived: a lock no longer ours is then not

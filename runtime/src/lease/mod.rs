@@ -1,8 +1,9 @@
 //! The state of one held lock, shared by its guard, its watchdog and the
-//! lock scope of the body running under it.
+//! lock scope of the body running under it, and how one starts.
 
 pub(crate) mod body;
 pub(crate) mod guard;
+pub(crate) mod registry;
 pub(crate) mod scope;
 pub(crate) mod seats;
 pub(crate) mod shutdown;
@@ -15,23 +16,65 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use crate::backend::Claim;
+use crate::backend::{Backend, Claim};
 use crate::keys::{KeyKind, LockKey};
+use crate::lease::registry::Leases;
 use crate::lease::seats::Seat;
 use crate::lease::status::{LeaseStatus, StatusCell};
-use crate::lease::watchdog::Watchdog;
+use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
 use crate::telemetry::MetricLabel;
 use crate::token::OwnerToken;
-use crate::{LockError, LockManager};
+use crate::validity::validity;
+use crate::{LockError, LockOptions};
 
-pub(crate) use crate::validity::validity;
+/// What the leases of one manager (and its clones) share: the backend they
+/// live in, the timer that renews them, the record `shutdown` releases
+/// from, and the runtime the manager was built on. Each lease keeps it, so
+/// it needs nothing of the manager's façade.
+pub(crate) struct Leasing {
+    pub(crate) backend: Arc<Backend>,
+    pub(crate) renewals: Arc<RenewalTimer>,
+    /// What it holds, for `shutdown`.
+    pub(crate) leases: Arc<Leases<Lease>>,
+    /// The Tokio runtime the manager was built on, if any: a release whose
+    /// own runtime ended before it could be sent is sent from there.
+    pub(crate) runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Leasing {
+    /// The leasing of a manager over `backend`, built on the current Tokio
+    /// runtime if there is one.
+    pub(crate) fn new(backend: Backend) -> Self {
+        Leasing {
+            backend: Arc::new(backend),
+            renewals: Arc::default(),
+            leases: Arc::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
+    }
+}
+
+/// When a lease was taken, and for how long at first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taken {
+    /// When the attempt that took it was sent: the lease counts from then.
+    pub(crate) sent: Instant,
+    /// How long the lease lasts until its first renewal, when shorter than
+    /// the options' ttl: a grant counted from a place refresh (see
+    /// `release.lua` and `refresh_places.lua`).
+    pub(crate) first_lease: Option<Duration>,
+    /// Whether it was taken after waiting: the backend may keep a record of
+    /// the grant, which the lease's release clears (see `LockKey::record`).
+    pub(crate) waited: bool,
+}
 
 /// One acquisition: who, what, for how long, its fencing token once asked
 /// for, and how it is doing.
 pub(crate) struct Lease {
     /// Its id among the manager's leases (see `shutdown`).
     id: u64,
-    pub(crate) manager: LockManager,
+    /// What it shares with the other leases of its manager.
+    pub(crate) leasing: Arc<Leasing>,
     pub(crate) key: Arc<LockKey>,
     pub(crate) token: OwnerToken,
     ttl: Duration,
@@ -59,20 +102,38 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// A lease granted by the backend for `first_lease` (its `ttl`, or a
-    /// shorter grant that its first renewal extends to the ttl);
-    /// `requested_at` is when the acquiring command was sent, so its
-    /// [`validity`] is counted conservatively from then.
-    pub(crate) fn new(
-        id: u64,
-        manager: LockManager,
-        key: Arc<LockKey>,
+    /// Starts the lease on `key` (a lock or a semaphore's permit) `taken`
+    /// by an attempt: watched by the manager's renewal timer (renewed every
+    /// `ttl / 3` when the options renew, reported lost otherwise when its
+    /// validity ends), recorded for `shutdown`, counted in the metrics under
+    /// `label`. Its [`validity`] counts conservatively from when the
+    /// acquiring command was sent, for its first grant: the ttl, or a
+    /// shorter grant that its first renewal extends to the ttl.
+    pub(crate) fn start(
+        leasing: &Arc<Leasing>,
+        key: LockKey,
         token: OwnerToken,
-        (ttl, first_lease): (Duration, Duration),
-        requested_at: Instant,
+        options: &LockOptions,
+        taken: Taken,
         label: MetricLabel,
-    ) -> Self {
-        let status = StatusCell::held_until(requested_at + validity(first_lease));
+    ) -> Arc<Lease> {
+        let key = Arc::new(key);
+        let id = leasing.leases.next_id();
+        let first_lease = taken.first_lease.unwrap_or(options.ttl).min(options.ttl);
+        let status = StatusCell::held_until(taken.sent + validity(first_lease));
+        let watchdog = leasing.renewals.watch(
+            Arc::clone(&leasing.backend),
+            Watched {
+                key: Arc::clone(&key),
+                token: token.clone(),
+                ttl: options.ttl,
+                renew: options.renew,
+                status: status.clone(),
+                sent: taken.sent,
+                first_lease,
+                label: label.clone(),
+            },
+        );
         let span = tracing::info_span!(
             "lock.hold",
             key = %key.user(),
@@ -82,24 +143,30 @@ impl Lease {
             held_ms = tracing::field::Empty,
             lost = tracing::field::Empty,
         );
-        Lease {
+        let hold_until = OnceLock::new();
+        if let Some(hold) = options.hold_at_least {
+            let _ = hold_until.set(Instant::now() + hold);
+        }
+        let lease = Arc::new(Lease {
             id,
-            manager,
+            leasing: Arc::clone(leasing),
             key,
             token,
-            ttl,
+            ttl: options.ttl,
             fence: OnceCell::new(),
             status,
-            watchdog: None,
-            hold_until: OnceLock::new(),
+            watchdog: Some(watchdog),
+            hold_until,
             label,
             granted_at: Instant::now(),
-            waited: false,
+            waited: taken.waited,
             ended: AtomicBool::new(false),
             release_claimed: AtomicBool::new(false),
             span: Mutex::new(Some(span)),
             seat: Mutex::new(None),
-        }
+        });
+        leasing.leases.record(id, &lease);
+        lease
     }
 
     /// Keeps `seat` of this lease's key in this process until the hold
@@ -134,7 +201,7 @@ impl Lease {
         if self.ended.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.manager.leases().forget(self.id);
+        self.leasing.leases.forget(self.id);
         drop(
             self.seat
                 .lock()
@@ -184,7 +251,7 @@ impl Lease {
     /// `hold_at_least`, sets its TTL to the time left (compare-and-`PEXPIRE`,
     /// noted as released in the lock's record). Whether it was still ours.
     pub(crate) async fn end(&self) -> Result<bool, LockError> {
-        let backend = self.manager.backend();
+        let backend = &self.leasing.backend;
         match self.hold_left() {
             Some(left) => {
                 let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
@@ -217,7 +284,7 @@ impl Lease {
         let issue = || async {
             self.ensure_held()?;
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
-            let issued = self.manager.backend().fence(self.claim(ttl_ms)).await?;
+            let issued = self.leasing.backend.fence(self.claim(ttl_ms)).await?;
             let Some(fence) = issued else {
                 self.mark_lost();
                 return Err(self.lost_error());
@@ -262,11 +329,6 @@ impl Lease {
         LockError::LeaseLost {
             key: self.key.user().to_owned(),
         }
-    }
-
-    /// Attaches the watchdog so it stops with the lease.
-    pub(crate) fn set_watchdog(&mut self, watchdog: Arc<Watchdog>) {
-        self.watchdog = Some(watchdog);
     }
 
     /// The watchdog renewing this lease (on its own, until handed over to

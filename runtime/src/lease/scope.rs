@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::keys::KeyKind;
-use crate::lease::Lease;
+use crate::lease::{Lease, Leasing};
 use crate::LockError;
 
 /// The chain of leases held by the current scope, innermost first.
@@ -57,11 +57,12 @@ pub(crate) async fn enter_all<F: std::future::Future>(
     }
 }
 
-/// The lease the current scope holds on `lock_key` of this manager, if any.
-pub(crate) fn find(manager: &crate::LockManager, lock_key: &str) -> Option<Arc<Lease>> {
+/// The lease the current scope holds on `lock_key` of the manager whose
+/// leases share `leasing`, if any.
+pub(crate) fn find(leasing: &Arc<Leasing>, lock_key: &str) -> Option<Arc<Lease>> {
     HELD.try_with(|held| {
         held.iter()
-            .find(|lease| lease.manager.same_as(manager) && lease.key.lock() == lock_key)
+            .find(|lease| Arc::ptr_eq(&lease.leasing, leasing) && lease.key.lock() == lock_key)
             .cloned()
     })
     .ok()

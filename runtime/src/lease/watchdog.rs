@@ -47,9 +47,10 @@ use tokio::time::timeout_at;
 
 use crate::backend::{Backend, Claim, Renewal, MOST_PER_CALL};
 use crate::keys::LockKey;
-use crate::lease::{self, status::StatusCell};
+use crate::lease::status::StatusCell;
 use crate::telemetry::{MetricLabel, RenewalOutcome};
 use crate::token::OwnerToken;
+use crate::validity::validity;
 use crate::LockError;
 
 /// Shortest pause between two renewals, so a tiny TTL cannot spin.
@@ -666,9 +667,7 @@ impl Watchdog {
     ) -> (Option<Instant>, Option<RenewalOutcome>) {
         let now = Instant::now();
         let settled = match answer {
-            Answer::Told(Renewal::Renewed)
-                if lease.extend(sent + lease::validity(self.ttl), now) =>
-            {
+            Answer::Told(Renewal::Renewed) if lease.extend(sent + validity(self.ttl), now) => {
                 tracing::trace!(key = %lease.key.user(), "lease renewed");
                 (Some(sent + self.period()), Some(RenewalOutcome::Ok))
             }
