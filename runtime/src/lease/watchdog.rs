@@ -96,7 +96,12 @@ pub(crate) struct Watchdog {
     backend: Arc<Backend>,
     ttl: Duration,
     renew: bool,
-    leases: Vec<Arc<WatchedLease>>,
+    /// Its own lease, kept inline (one allocation a watchdog); `None` for
+    /// one that renews the leases of others together.
+    lease: Option<WatchedLease>,
+    /// The watchdogs whose leases it renews together, retired (see
+    /// [`RenewalTimer::renew_together`]); empty for a watchdog of one lease.
+    joined: Vec<Arc<Watchdog>>,
     timer: Weak<RenewalTimer>,
     state: Mutex<WatchState>,
 }
@@ -157,21 +162,23 @@ impl RenewalTimer {
             first_lease,
             label,
         } = lease;
+        let valid_until = status.valid_until();
         let watchdog = Arc::new(Watchdog {
             backend,
             ttl,
             renew,
-            leases: vec![Arc::new(WatchedLease {
+            lease: Some(WatchedLease {
                 key,
                 token,
                 status,
                 label,
                 ended: AtomicBool::new(false),
-            })],
+            }),
+            joined: Vec::new(),
             timer: Arc::downgrade(self),
             state: Mutex::new(WatchState::default()),
         });
-        let first = match watchdog.leases[0].valid_until() {
+        let first = match valid_until {
             Some(_) if renew && first_lease < ttl => sent + (first_lease / 3).max(MIN_PERIOD),
             Some(_) if renew => {
                 let nth = self.watched.fetch_add(1, Ordering::Relaxed);
@@ -208,19 +215,21 @@ impl RenewalTimer {
             return None;
         }
         let mut due = None::<Instant>;
-        let mut leases = Vec::new();
+        let mut joined = Vec::new();
         for watchdog in &joinable {
             let Some(was_due) = watchdog.retire() else {
                 continue;
             };
             due = Some(due.map_or(was_due, |earliest| earliest.min(was_due)));
-            leases.extend(watchdog.leases.iter().cloned());
+            joined.push(Arc::clone(watchdog));
+            joined.extend(watchdog.joined.iter().cloned());
         }
         let together = Arc::new(Watchdog {
             backend: Arc::clone(&first.backend),
             ttl: first.ttl,
             renew: true,
-            leases,
+            lease: None,
+            joined,
             timer: Arc::downgrade(self),
             state: Mutex::new(WatchState::default()),
         });
@@ -396,7 +405,7 @@ async fn renew_due(backend: Arc<Backend>, watchdogs: Vec<Arc<Watchdog>>) {
     let mut cycles: Vec<Cycle> = watchdogs.iter().map(|_| Cycle::default()).collect();
     let mut due = Vec::new();
     for (index, watchdog) in watchdogs.iter().enumerate() {
-        for lease in watchdog.leases.iter().filter(|lease| !lease.has_ended()) {
+        for lease in watchdog.leases().filter(|lease| !lease.has_ended()) {
             match lease.valid_until() {
                 Some(valid_until) if valid_until > sent => {
                     due.push(Due {
@@ -570,6 +579,15 @@ fn buckets_per_period(period: Duration, scheduled: usize) -> u128 {
 }
 
 impl Watchdog {
+    /// The leases it watches: its own, or those of the watchdogs it joined.
+    fn leases(&self) -> impl Iterator<Item = &WatchedLease> {
+        self.lease.iter().chain(
+            self.joined
+                .iter()
+                .filter_map(|joined| joined.lease.as_ref()),
+        )
+    }
+
     fn period(&self) -> Duration {
         (self.ttl / 3).max(MIN_PERIOD)
     }
@@ -583,7 +601,7 @@ impl Watchdog {
     /// its leases have ended. A batch already sent may still extend one of
     /// them once (only while it is still ours). Idempotent.
     pub(crate) fn stop(&self) {
-        for lease in &self.leases {
+        for lease in self.leases() {
             lease.ended.store(true, Ordering::SeqCst);
         }
         let slot = {
@@ -624,7 +642,7 @@ impl Watchdog {
     /// Reports the leases of a watchdog without renewal lost, when their
     /// fixed validity has ended, unless they have ended first.
     fn report_expired(&self) {
-        for lease in &self.leases {
+        for lease in self.leases() {
             if !lease.has_ended() {
                 tracing::warn!(key = %lease.key.user(), "fixed lease expired while its guard was still alive");
                 lease.status.mark_lost();
@@ -648,7 +666,7 @@ impl Watchdog {
     /// its next cycle is to be scheduled.
     fn finish(&self) -> bool {
         locked(&self.state).in_flight = false;
-        self.leases.iter().any(|lease| lease.is_held())
+        self.leases().any(WatchedLease::is_held)
     }
 
     /// Applies the `answer` to the renewal of `lease` (valid until
