@@ -7,6 +7,7 @@ pub(crate) mod registry;
 pub(crate) mod scope;
 pub(crate) mod seats;
 pub(crate) mod shutdown;
+pub(crate) mod slab;
 pub(crate) mod status;
 pub(crate) mod watchdog;
 

@@ -1,9 +1,12 @@
 //! Keeps leases alive while their guards live, and reports the moment one is lost.
 //!
-//! One timer task per manager serves all of its leases: taking a lock costs a
-//! map insert, not a task, and a lock released before its first renewal (most
-//! of them) never touches the timer at all. The timer task ends one second
-//! after the manager's last lease is gone.
+//! One timer task per manager serves all of its leases: taking a lock costs
+//! an entry in the timer's list of first cycles (a [`Slab`]), not a task nor
+//! a slot in its sorted schedule. The timer takes the leases still held
+//! into its schedule when it wakes, never later than a first renewal is due
+//! (a lease due sooner wakes it), so a lock released before then (most of
+//! them) costs an insertion and a removal by index. The timer task ends one
+//! second after the manager's last lease is gone.
 //!
 //! Renewals are sent every `ttl / 3`, counted from when the acquisition (or
 //! the last successful renewal) was *sent*. A failed renewal is retried every
@@ -47,6 +50,7 @@ use tokio::time::timeout_at;
 
 use crate::backend::{Backend, Claim, Renewal, MOST_PER_CALL};
 use crate::keys::LockKey;
+use crate::lease::slab::Slab;
 use crate::lease::status::StatusCell;
 use crate::telemetry::{MetricLabel, RenewalOutcome};
 use crate::token::OwnerToken;
@@ -85,6 +89,9 @@ pub(crate) struct RenewalTimer {
 #[derive(Default)]
 struct Schedule {
     due: BTreeMap<(Instant, u64), Arc<Watchdog>>,
+    /// Watchdogs not in `due` yet, with when their first cycle is due: the
+    /// timer takes them in when it next wakes.
+    first: Slab<(Instant, Arc<Watchdog>)>,
     next_id: u64,
     timer_running: bool,
     timer_wakes_at: Option<Instant>,
@@ -137,10 +144,24 @@ pub(crate) struct Watched {
 
 #[derive(Default)]
 struct WatchState {
-    slot: Option<(Instant, u64)>,
+    slot: Slot,
     /// Whether a batch is renewing this watchdog's leases now.
     in_flight: bool,
     stopped: bool,
+}
+
+/// Where a watchdog's next cycle waits in its timer. Put in the schedule or
+/// the first cycles, and taken out, only with the timer's schedule locked
+/// (then the watchdog's state), so that a slot always names its entry.
+#[derive(Default, Clone, Copy)]
+enum Slot {
+    /// Nowhere: stopped, renewing, or its lease lost at the start.
+    #[default]
+    None,
+    /// In the timer's first cycles, at this index, due then.
+    First(usize, Instant),
+    /// In the timer's schedule, under this key.
+    Due((Instant, u64)),
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -187,8 +208,28 @@ impl RenewalTimer {
             Some(valid_until) => valid_until,
             None => return watchdog,
         };
-        self.schedule(&watchdog, first);
+        self.enlist(&watchdog, first);
         watchdog
+    }
+
+    /// Puts `watchdog`'s first cycle, due `at`, among the first cycles the
+    /// timer takes into its schedule when it wakes, and wakes it earlier if
+    /// `at` comes first.
+    fn enlist(self: &Arc<Self>, watchdog: &Arc<Watchdog>, at: Instant) {
+        let (wake, start_timer) = {
+            let mut schedule = locked(&self.schedule);
+            let index = schedule.first.insert((at, Arc::clone(watchdog)));
+            locked(&watchdog.state).slot = Slot::First(index, at);
+            let start_timer = !schedule.timer_running;
+            schedule.timer_running = true;
+            let wake = !start_timer && schedule.timer_wakes_at.is_none_or(|wakes| at < wakes);
+            (wake, start_timer)
+        };
+        if start_timer {
+            self.start_timer();
+        } else if wake {
+            self.wake.notify_one();
+        }
     }
 
     /// Renews the leases of `watchdogs` together from now on: one watchdog
@@ -245,19 +286,18 @@ impl RenewalTimer {
     /// of the timer's schedule for all of them: a batch's answer schedules
     /// up to a few hundred.
     fn schedule_all(self: &Arc<Self>, due: &[(&Arc<Watchdog>, Instant)]) {
-        let mut slots = Vec::with_capacity(due.len());
         let (wake, start_timer) = {
             let mut schedule = locked(&self.schedule);
             let mut earliest = None::<Instant>;
             let now = Instant::now();
             for &(watchdog, at) in due {
-                let span = gathering_span(at.saturating_duration_since(now), watchdog.period());
-                let at = gathered(at, span, schedule.due.len());
-                schedule.next_id += 1;
-                let slot = (at, schedule.next_id);
-                schedule.due.insert(slot, Arc::clone(watchdog));
-                slots.push(slot);
-                earliest = Some(earliest.map_or(at, |earliest| earliest.min(at)));
+                let mut state = locked(&watchdog.state);
+                if state.stopped {
+                    continue;
+                }
+                let slot = schedule.insert(watchdog, at, now);
+                state.slot = Slot::Due(slot);
+                earliest = Some(earliest.map_or(slot.0, |earliest| earliest.min(slot.0)));
             }
             let start_timer = !schedule.timer_running;
             schedule.timer_running = true;
@@ -266,22 +306,6 @@ impl RenewalTimer {
                     .is_some_and(|at| schedule.timer_wakes_at.is_none_or(|wakes| at < wakes));
             (wake, start_timer)
         };
-        let stopped: Vec<(Instant, u64)> = due
-            .iter()
-            .zip(slots)
-            .filter(|((watchdog, _), slot)| {
-                let mut state = locked(&watchdog.state);
-                state.slot = Some(*slot);
-                state.stopped
-            })
-            .map(|(_, slot)| slot)
-            .collect();
-        if !stopped.is_empty() {
-            let mut schedule = locked(&self.schedule);
-            for slot in &stopped {
-                schedule.due.remove(slot);
-            }
-        }
         if start_timer {
             self.start_timer();
         } else if wake {
@@ -306,6 +330,7 @@ impl RenewalTimer {
             let now = Instant::now();
             let (fired, wakes_at) = {
                 let mut schedule = locked(&self.schedule);
+                schedule.take_in_first_cycles(now);
                 let later = schedule.due.split_off(&(now, u64::MAX));
                 let fired = std::mem::replace(&mut schedule.due, later);
                 let next = schedule.due.keys().next().map(|slot| slot.0);
@@ -327,6 +352,38 @@ impl RenewalTimer {
                 () = tokio::time::sleep_until(wakes_at.into()) => {}
                 () = self.wake.notified() => {}
             }
+        }
+    }
+}
+
+impl Schedule {
+    /// Schedules `watchdog`'s next cycle at `at`, gathered with others due
+    /// about then (see [`gathered`]); its slot.
+    fn insert(&mut self, watchdog: &Arc<Watchdog>, at: Instant, now: Instant) -> (Instant, u64) {
+        let span = gathering_span(at.saturating_duration_since(now), watchdog.period());
+        let at = gathered(at, span, self.due.len());
+        self.next_id += 1;
+        let slot = (at, self.next_id);
+        self.due.insert(slot, Arc::clone(watchdog));
+        slot
+    }
+
+    /// Moves every first cycle into the schedule (a stopped watchdog has
+    /// taken its own out already).
+    fn take_in_first_cycles(&mut self, now: Instant) {
+        let first: Vec<(Instant, Arc<Watchdog>)> = self.first.drain().collect();
+        for (at, watchdog) in first {
+            let slot = self.insert(&watchdog, at, now);
+            locked(&watchdog.state).slot = Slot::Due(slot);
+        }
+    }
+
+    /// Takes `slot` out of the schedule or the first cycles; what it held.
+    fn remove(&mut self, slot: Slot) -> Option<Arc<Watchdog>> {
+        match slot {
+            Slot::None => None,
+            Slot::First(index, _) => self.first.remove(index).map(|(_, watchdog)| watchdog),
+            Slot::Due(slot) => self.due.remove(&slot),
         }
     }
 }
@@ -604,12 +661,7 @@ impl Watchdog {
         for lease in self.leases() {
             lease.ended.store(true, Ordering::SeqCst);
         }
-        let slot = {
-            let mut state = locked(&self.state);
-            state.stopped = true;
-            state.slot.take()
-        };
-        self.unschedule(slot);
+        self.leave_schedule();
     }
 
     /// Hands this watchdog's leases over to another: it schedules nothing
@@ -618,25 +670,32 @@ impl Watchdog {
     /// renewal was due (now, if one is in flight), or `None` if it was
     /// stopped already.
     fn retire(&self) -> Option<Instant> {
+        let (slot, in_flight) = self.leave_schedule()?;
+        match slot {
+            Slot::First(_, due) | Slot::Due((due, _)) if !in_flight => Some(due),
+            _ => Some(Instant::now()),
+        }
+    }
+
+    /// Marks this watchdog stopped and takes its next cycle out of its
+    /// timer: the slot it had and whether a renewal was in flight, or
+    /// `None` if it was stopped already. The timer's schedule is locked
+    /// first, as when the timer moves a slot.
+    fn leave_schedule(&self) -> Option<(Slot, bool)> {
+        let timer = self.timer.upgrade();
+        let mut schedule = timer.as_ref().map(|timer| locked(&timer.schedule));
         let (slot, in_flight) = {
             let mut state = locked(&self.state);
             if state.stopped {
                 return None;
             }
             state.stopped = true;
-            (state.slot.take(), state.in_flight)
+            (std::mem::take(&mut state.slot), state.in_flight)
         };
-        self.unschedule(slot);
-        match slot {
-            Some((due, _)) if !in_flight => Some(due),
-            _ => Some(Instant::now()),
-        }
-    }
-
-    fn unschedule(&self, slot: Option<(Instant, u64)>) {
-        if let (Some(slot), Some(timer)) = (slot, self.timer.upgrade()) {
-            locked(&timer.schedule).due.remove(&slot);
-        }
+        let removed = schedule.as_mut().and_then(|schedule| schedule.remove(slot));
+        drop(schedule);
+        drop(removed);
+        Some((slot, in_flight))
     }
 
     /// Reports the leases of a watchdog without renewal lost, when their
@@ -657,7 +716,7 @@ impl Watchdog {
         if state.stopped {
             return false;
         }
-        state.slot = None;
+        state.slot = Slot::None;
         state.in_flight = true;
         true
     }
@@ -765,6 +824,68 @@ impl WatchedLease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::MemoryBackend;
+    use crate::keys::{KeyKind, KeySpace};
+    use crate::LockOptions;
+
+    /// A watched lock of `ttl` acquired now, on a timer with no Tokio
+    /// runtime (so its task never runs and the test sees its lists as they
+    /// are).
+    fn watch(timer: &Arc<RenewalTimer>, ttl: Duration) -> Arc<Watchdog> {
+        let options = LockOptions::new().ttl(ttl);
+        let sent = Instant::now();
+        timer.watch(
+            Arc::new(Backend::Memory(MemoryBackend::new())),
+            Watched {
+                key: Arc::new(KeySpace::new("test".to_owned()).key("k")),
+                token: OwnerToken::generate(),
+                ttl,
+                renew: true,
+                status: StatusCell::held_until(sent + validity(ttl)),
+                sent,
+                first_lease: ttl,
+                label: MetricLabel::new(&options, KeyKind::Lock),
+            },
+        )
+    }
+
+    #[test]
+    fn a_lease_ended_before_the_timer_takes_it_in_never_has_a_sorted_slot() {
+        let timer = Arc::new(RenewalTimer::default());
+        let watchdog = watch(&timer, Duration::from_secs(30));
+        assert!(
+            locked(&timer.schedule).due.is_empty(),
+            "a new lease waits among the first cycles, not in the sorted schedule"
+        );
+        watchdog.stop();
+        let mut schedule = locked(&timer.schedule);
+        assert!(schedule.due.is_empty());
+        assert_eq!(schedule.first.drain().count(), 0, "stop took it out");
+    }
+
+    #[test]
+    fn a_lease_taken_in_is_scheduled_no_later_than_due_and_stop_takes_it_out() {
+        let timer = Arc::new(RenewalTimer::default());
+        let ttl = Duration::from_secs(30);
+        let watchdog = watch(&timer, ttl);
+        let Slot::First(_, due) = locked(&watchdog.state).slot else {
+            panic!("a new lease's first cycle is among the first cycles");
+        };
+        assert!(due <= Instant::now() + ttl / 3);
+        locked(&timer.schedule).take_in_first_cycles(Instant::now());
+        {
+            let schedule = locked(&timer.schedule);
+            let slots: Vec<Instant> = schedule.due.keys().map(|slot| slot.0).collect();
+            assert!(
+                matches!(slots[..], [at] if at <= due),
+                "{slots:?}, due {due:?}"
+            );
+        }
+        watchdog.stop();
+        let mut schedule = locked(&timer.schedule);
+        assert!(schedule.due.is_empty(), "stop took its slot out");
+        assert_eq!(schedule.first.drain().count(), 0);
+    }
 
     #[test]
     fn first_renewals_spread_over_the_last_quarter_of_the_period() {
