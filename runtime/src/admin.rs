@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use crate::backend::{EvictedLeases, SharedState, MOST_WAITERS_SHOWN};
-use crate::keys::KeyKind;
-pub use crate::keys::LockKind;
+pub use crate::kinds::kind::LockKind;
+use crate::kinds::kind::{Kind, Side};
 use crate::token::Holder;
 use crate::{LockDelayState, LockError, LockManager, RwLock, Semaphore};
 
@@ -315,9 +315,9 @@ impl RwLock {
     /// read/write locks.
     pub async fn inspect(&self) -> Result<RwLockInfo, LockError> {
         let (manager, key) = (self.manager(), self.key());
-        let writer_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let writer_key = manager.key_space().key(Kind::ReadWrite(Side::Write), key);
         let state = manager.backend().inspect_shared(&writer_key).await?;
-        let reader_key = manager.key_space().rwlock(key, KeyKind::Read);
+        let reader_key = manager.key_space().key(Kind::ReadWrite(Side::Read), key);
         let local_waiters = manager.backend().local_waiters(&writer_key)
             + manager.backend().local_waiters(&reader_key);
         Ok(RwLockInfo {
@@ -342,7 +342,7 @@ impl RwLock {
     /// `InvalidOptions`, as it refuses read/write locks.
     pub async fn force_release(&self) -> Result<ForcedRwRelease, LockError> {
         let (manager, key) = (self.manager(), self.key());
-        let rw_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let rw_key = manager.key_space().key(Kind::ReadWrite(Side::Write), key);
         let ours = manager.seats().leases_of(rw_key.lock());
         let evicted = manager.backend().force_release_rw(&rw_key).await?;
         manager.seats().evicted(rw_key.lock(), ours);
@@ -372,7 +372,7 @@ impl Semaphore {
     /// Redlock refuses with `InvalidOptions`, as it refuses semaphores.
     pub async fn inspect(&self) -> Result<SemaphoreInfo, LockError> {
         let manager = self.manager();
-        let key = manager.semaphore_key(self.key());
+        let key = manager.key_space().key(self.kind(), self.key());
         let SharedState {
             holders,
             holder_count,
@@ -395,7 +395,7 @@ impl Semaphore {
     /// refuses semaphores.
     pub async fn force_release(&self) -> Result<ForcedSemaphoreRelease, LockError> {
         let manager = self.manager();
-        let key = manager.semaphore_key(self.key());
+        let key = manager.key_space().key(self.kind(), self.key());
         let ours = manager.seats().leases_of(key.lock());
         let evicted = manager.backend().force_release_semaphore(&key).await?;
         manager.seats().evicted(key.lock(), ours);

@@ -7,6 +7,7 @@ use crate::acquire::Taken;
 use crate::backend::Backend;
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
+use crate::kinds::kind::Kind;
 use crate::lease::seats::Seats;
 use crate::lease::shutdown::Leases;
 use crate::lease::watchdog::{RenewalTimer, Watchdog, Watched};
@@ -248,13 +249,9 @@ impl LockManager {
         &self.inner.identity
     }
 
+    /// The names of the lock on `key` (see `keys`).
     pub(crate) fn lock_key(&self, key: &str) -> LockKey {
-        self.inner.keys.key(key)
-    }
-
-    /// The names of the semaphore on `key` (see `keys`).
-    pub(crate) fn semaphore_key(&self, key: &str) -> LockKey {
-        self.inner.keys.semaphore(key)
+        self.inner.keys.key(Kind::Lock, key)
     }
 
     /// Renews the leases `guards` own (not re-entered ones) together, in one

@@ -106,10 +106,10 @@ use super::redis::probe::{probe, settle, Needs, Via};
 use super::redis::scripts;
 use super::redis::target::Target;
 use super::redis::tls::TlsConfig;
-use super::{Attempt, Claim, PermitAttempt, Taking};
+use super::{Attempt, Claim, Taking};
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, NodeRole};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 use crate::validity;
 use crate::{redact_url, LockError};
@@ -161,19 +161,6 @@ struct Tally {
     failed: Vec<(usize, LockError)>,
 }
 
-/// The steps of the shared kinds (a permit, a read/write lease) that Redlock
-/// refuses, each as `step(its extra argument) -> what it would answer`: an
-/// `InvalidOptions` saying why, for the claim's key.
-macro_rules! refused_steps {
-    ($($(#[$doc:meta])* $step:ident($arg:ident: $arg_type:ty) -> $answer:ty;)+) => {$(
-        $(#[$doc])*
-        pub(crate) async fn $step(&self, claim: Claim<'_>, $arg: $arg_type) -> Result<$answer, LockError> {
-            let _ = $arg;
-            Err(Self::refuse_shared(claim.key))
-        }
-    )+};
-}
-
 impl RedlockBackend {
     /// Checks every node at once without taking a lock (see `probe`), using
     /// the names of `key`, which no lock uses. A node that fails stays in
@@ -218,23 +205,6 @@ impl RedlockBackend {
             )));
         }
         Ok(report)
-    }
-
-    /// The refusal of every semaphore step (see the module's documentation).
-    fn refuse_semaphore(key: &LockKey) -> LockError {
-        LockError::InvalidOptions(format!(
-            "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
-            key.user()
-        ))
-    }
-
-    /// The refusal of every read/write lock step (see the module's
-    /// documentation).
-    fn refuse_rwlock(key: &LockKey) -> LockError {
-        LockError::InvalidOptions(format!(
-            "read/write lock `{}`: Redlock does not support read/write locks; use a single Redis server, Sentinel or a Redis Cluster for read/write locks (a manager of its own if your locks stay on Redlock)",
-            key.user()
-        ))
     }
 
     /// Connects to every node at once. Fails with `InvalidUrl` for a bad URL,
@@ -319,15 +289,17 @@ impl RedlockBackend {
         })
     }
 
-    /// One round on all nodes; see the module documentation.
+    /// One round on all nodes; see the module documentation. Only locks:
+    /// every other kind is refused, as [`Kind::on_redlock`] says why.
     /// Redlock keeps no waiter queue: a release wakes waiters, so
-    /// `taking.queue_for` asks for nothing here.
-    pub(crate) async fn try_lock(
+    /// `taking.place` asks for nothing here.
+    pub(crate) async fn take(
         &self,
         claim: Claim<'_>,
         taking: Taking,
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
+        key.kind.on_redlock(key.user())?;
         if taking.replicas.is_some() {
             return Err(LockError::InvalidOptions(
                 "min_replicas is for one master with replicas; Redlock nodes are independent masters, and its quorum keeps a lock through the loss of a node".into(),
@@ -348,7 +320,7 @@ impl RedlockBackend {
             |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0, NodeCheck::OFF).await },
             |index, reply| {
                 match reply {
-                    Ok(Attempt::Acquired) => round.granted += 1,
+                    Ok(Attempt::Granted { .. }) => round.granted += 1,
                     Ok(Attempt::Busy { remaining }) => round.busy.push(remaining),
                     // Its nodes keep no lock-delay (`NodeCheck::OFF`).
                     Ok(Attempt::Delayed { left }) => round.busy.push(Some(left)),
@@ -361,7 +333,7 @@ impl RedlockBackend {
         if round.granted >= quorum {
             let elapsed = started.elapsed();
             if elapsed < validity::validity(ttl) {
-                return Ok(Attempt::Acquired);
+                return Ok(Attempt::GRANTED);
             }
             tracing::debug!(key = %key.user(), ?elapsed, "Redlock quorum granted, but too late; releasing");
         }
@@ -385,7 +357,7 @@ impl RedlockBackend {
     }
 
     /// Releases on every node; ours iff a quorum deleted it.
-    pub(crate) async fn unlock(
+    pub(crate) async fn release(
         &self,
         key: &LockKey,
         token: &OwnerToken,
@@ -578,38 +550,28 @@ impl RedlockBackend {
             .cloned()
     }
 
-    refused_steps! {
-        /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
-        try_permit(permits: u32) -> PermitAttempt;
-        /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
-        try_rw(place: Duration) -> Attempt;
-    }
-
-    /// Refused, as every semaphore and read/write lock step is.
+    /// Refused, as every semaphore and read/write lock step is (see
+    /// [`Kind::on_redlock`]).
     pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        Err(Self::refuse_shared(key))
+        key.kind.on_redlock(key.user())?;
+        Ok(SharedState::default())
     }
 
-    /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
+    /// Refused, as every semaphore step is (see [`Kind::on_redlock`]).
     pub(crate) async fn force_release_semaphore(
         &self,
         key: &LockKey,
     ) -> Result<EvictedLeases, LockError> {
-        Err(Self::refuse_semaphore(key))
+        key.kind.on_redlock(key.user())?;
+        Ok(EvictedLeases::default())
     }
 
-    /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
+    /// Refused, as every read/write lock step is (see [`Kind::on_redlock`]).
     pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        Err(Self::refuse_rwlock(key))
-    }
-
-    /// The refusal of a step on `key`, a semaphore's or a read/write lock's.
-    fn refuse_shared(key: &LockKey) -> LockError {
-        if key.kind == KeyKind::Semaphore {
-            Self::refuse_semaphore(key)
-        } else {
-            Self::refuse_rwlock(key)
-        }
+        key.kind.on_redlock(key.user())?;
+        Err(LockError::InvalidOptions(
+            "Redlock holds no read/write lock".into(),
+        ))
     }
 
     /// The keys matching `pattern` on any node that answers; fails unless a

@@ -10,7 +10,8 @@ use redis::RedisError;
 
 use super::commands::fence_retention_ms;
 use super::scripts::{self, run_script};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
+use crate::kinds::kind::Kind;
 
 /// Most queued waiters an inspection returns (the count covers all).
 pub(crate) const MOST_WAITERS_SHOWN: usize = 100;
@@ -138,9 +139,9 @@ pub(in crate::backend) async fn inspect_shared(
 ) -> Result<SharedState, RedisError> {
     let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
     match key.kind {
-        KeyKind::Semaphore => invocation.key(key.lock()),
-        KeyKind::Lock | KeyKind::Read | KeyKind::Write => invocation
-            .key(key.readers())
+        Kind::Semaphore { .. } => invocation.key(key.members()),
+        Kind::Lock | Kind::ReadWrite(_) => invocation
+            .key(key.members())
             .key(key.lock())
             .key(key.queue())
             .key(key.fence()),
@@ -227,7 +228,7 @@ pub(in crate::backend) async fn force_release_rw(
     let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = run_script!(
         script,
         connection,
-        keys [key.lock(), key.readers(), key.fence()],
+        keys [key.lock(), key.members(), key.fence()],
         args [fence_retention_ms(0), MOST_WAITERS_SHOWN]
     )?;
     Ok(EvictedRw {

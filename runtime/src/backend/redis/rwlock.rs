@@ -51,7 +51,7 @@ pub(in crate::backend) async fn acquire_rw(
     let (granted, value): (i64, i64) = script
         .run(connection, 5, |call| {
             call.arg(key.lock())
-                .arg(key.readers())
+                .arg(key.members())
                 .arg(key.queue())
                 .arg(key.waiters())
                 .arg(key.node())
@@ -77,7 +77,7 @@ pub(in crate::backend) async fn release_write(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.readers(), key.waiters()],
+        keys [key.lock(), key.queue(), key.members(), key.waiters()],
         args [token.as_str(), millis(READERS_TURN)]
     )?;
     Ok(released == 1)
