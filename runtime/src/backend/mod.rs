@@ -10,14 +10,12 @@ mod memory;
 mod redis;
 mod redlock;
 mod sentinel;
+mod state;
 pub(crate) mod wait_queue;
 
 use std::time::Duration;
 
 pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::redis::admin::{
-    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
-};
 pub(crate) use self::redis::connection::RedisConfig;
 pub(crate) use self::redis::lock_delay::LockDelay;
 pub(crate) use self::redis::places::{PlaceRefresh, PlacesSeen};
@@ -26,6 +24,7 @@ pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::sentinel::discovery::{SentinelCredentials, Sentinels};
 pub(crate) use self::sentinel::SentinelBackend;
+pub(crate) use self::state::{Evicted, State, MOST_WAITERS_SHOWN};
 
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, LockDelayState};
@@ -329,48 +328,24 @@ impl Backend {
         }
     }
 
-    /// What the backend holds for `key` now, for operators.
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    /// What the backend holds for `key` now, for operators: its holder,
+    /// member leases, waiters and fencing counter, as its kind has them.
+    /// Reads only. Redlock refuses every kind but locks.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<State, LockError> {
         dispatch!(self,
             server => server.inspect(key).await,
             memory => memory.inspect(key))
     }
 
-    /// The holders of the semaphore or read/write lock `key` now (its
-    /// writer and waiting writers too); reads only.
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+    /// Frees `key` whoever holds it (a lock, every permit, a read/write
+    /// lock's writer and readers) and raises its fencing counter above
+    /// every token issued before; waiters are woken, a read/write lock's
+    /// waiting writers keep their intents. Redlock refuses every kind but
+    /// locks.
+    pub(crate) async fn force(&self, key: &LockKey) -> Result<Evicted, LockError> {
         dispatch!(self,
-            server => server.inspect_shared(key).await,
-            memory => memory.inspect_shared(key))
-    }
-
-    /// Frees `key` whoever holds it and raises its fencing counter above
-    /// every token issued before; waiters are woken.
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        dispatch!(self,
-            server => server.force_release(key).await,
-            memory => memory.force_release(key))
-    }
-
-    /// Takes back every permit of the semaphore `key` whoever holds them and
-    /// wakes its waiters. Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        dispatch!(self,
-            server => server.force_release_semaphore(key).await,
-            memory => memory.force_release_semaphore(key))
-    }
-
-    /// Frees the read/write lock `key` (its writer and every reader)
-    /// whoever holds it, raises its writers' fencing counter above every
-    /// writer's token issued before, and wakes its waiters; waiting writers
-    /// keep their intents. Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        dispatch!(self,
-            server => server.force_release_rw(key).await,
-            memory => memory.force_release_rw(key))
+            server => server.force(key).await,
+            memory => memory.force(key))
     }
 
     /// Whether this backend holds only plain locks: Redlock, which refuses

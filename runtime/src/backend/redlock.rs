@@ -96,7 +96,7 @@ use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use super::batch::{renew_each, Renewal};
-use super::redis::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use super::redis::admin;
 use super::redis::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::redis::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::redis::lock_delay::NodeCheck;
@@ -106,6 +106,7 @@ use super::redis::probe::{probe, settle, Needs, Via};
 use super::redis::scripts;
 use super::redis::target::Target;
 use super::redis::tls::TlsConfig;
+use super::state::{Evicted, State};
 use super::{Attempt, Claim, Taking};
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, NodeRole};
@@ -469,11 +470,13 @@ impl RedlockBackend {
     /// The lock as a quorum of nodes sees it: the holder whose token a
     /// quorum holds (none otherwise), the least time it has left on those
     /// nodes, and the highest fencing counter of any node. Fails unless a
-    /// quorum answered.
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    /// quorum answered. Every kind but locks is refused, as
+    /// [`Kind::on_redlock`](crate::kinds::kind::Kind::on_redlock) says why.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<State, LockError> {
+        key.kind.on_redlock(key.user())?;
         let states = self
             .answers_of_a_quorum("the inspection", |mut node| async move {
-                admin::inspect(&mut node, key).await
+                admin::inspect_lock(&mut node, key).await
             })
             .await?;
         let holder = self.quorum_holder(states.iter().map(|state| state.holder.as_ref()));
@@ -484,21 +487,23 @@ impl RedlockBackend {
                 .filter_map(|state| state.remaining)
                 .min()
         });
-        Ok(LockState {
+        Ok(State {
             holder,
             remaining,
             fence: states.iter().filter_map(|state| state.fence).max(),
-            ..LockState::default()
+            ..State::default()
         })
     }
 
     /// Frees the lock on every node whoever holds it and raises every
     /// node's fencing counter; fails unless a quorum did. The evicted holder
-    /// is the one a quorum of nodes named; the counter the highest.
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+    /// is the one a quorum of nodes named; the counter the highest. Every
+    /// kind but locks is refused, as for [`inspect`](Self::inspect).
+    pub(crate) async fn force(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        key.kind.on_redlock(key.user())?;
         let evictions = self
             .answers_of_a_quorum("the forced release", |mut node| async move {
-                admin::force_release(&mut node, key, false).await
+                admin::force_lock(&mut node, key, false).await
             })
             .await?;
         let holder = self.quorum_holder(evictions.iter().map(|evicted| evicted.holder.as_ref()));
@@ -507,7 +512,11 @@ impl RedlockBackend {
             .map(|evicted| evicted.fence)
             .max()
             .unwrap_or(0);
-        Ok(Evicted { holder, fence })
+        Ok(Evicted {
+            holder,
+            fence,
+            ..Evicted::default()
+        })
     }
 
     /// The answers to `op` of every node that answered within the response
@@ -548,30 +557,6 @@ impl RedlockBackend {
                 named.count() >= self.quorum
             })
             .cloned()
-    }
-
-    /// Refused, as every semaphore and read/write lock step is (see
-    /// [`Kind::on_redlock`]).
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        key.kind.on_redlock(key.user())?;
-        Ok(SharedState::default())
-    }
-
-    /// Refused, as every semaphore step is (see [`Kind::on_redlock`]).
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        key.kind.on_redlock(key.user())?;
-        Ok(EvictedLeases::default())
-    }
-
-    /// Refused, as every read/write lock step is (see [`Kind::on_redlock`]).
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        key.kind.on_redlock(key.user())?;
-        Err(LockError::InvalidOptions(
-            "Redlock holds no read/write lock".into(),
-        ))
     }
 
     /// The keys matching `pattern` on any node that answers; fails unless a

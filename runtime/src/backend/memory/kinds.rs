@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use super::{deadline, Held, MemoryBackend, ReadersTurn};
-use crate::backend::{Attempt, Claim, Taking};
+use crate::backend::{Attempt, Claim, Evicted, State, Taking};
 use crate::keys::LockKey;
 use crate::kinds::kind::{Kind, Side};
 use crate::token::OwnerToken;
@@ -52,6 +52,58 @@ impl MemoryBackend {
             self.queues.wake_one(key.lease_name());
         }
         owned
+    }
+
+    /// What the table holds for `key` now, as its kind keeps it: a lock's
+    /// holder and fencing counter (its waiters queue only in this process),
+    /// a read/write lock's writer, readers, intents and writers' counter, a
+    /// semaphore's permits.
+    pub(crate) fn inspect(&self, key: &LockKey) -> State {
+        let state = self.inspect_names(key);
+        match key.kind {
+            Kind::Lock => State {
+                members: Vec::new(),
+                member_count: 0,
+                queued_count: 0,
+                ..state
+            },
+            Kind::ReadWrite(_) => state,
+            Kind::Semaphore { .. } => State {
+                members: state.members,
+                member_count: state.member_count,
+                ..State::default()
+            },
+        }
+    }
+
+    /// Frees `key` whoever holds it, as its kind's forced release script
+    /// would: a lock's holder (its counter raised as `fence` issues
+    /// tokens, every waiter woken); every permit of a semaphore; a
+    /// read/write lock's writer and readers (its writers' counter raised,
+    /// waiting writers keeping their intents, every reader and a writer
+    /// woken).
+    pub(crate) fn force(&self, key: &LockKey) -> Evicted {
+        let now = Instant::now();
+        let evicted = {
+            let mut table = self.table();
+            let mut evicted = match key.kind {
+                Kind::Semaphore { .. } => Evicted::default(),
+                Kind::Lock | Kind::ReadWrite(_) => table.evict_holder(key.lock(), now),
+            };
+            if key.kind != Kind::Lock {
+                table.evict_members(key.members(), now, &mut evicted);
+            }
+            evicted
+        };
+        match key.kind {
+            Kind::Lock => self.queues.wake_all(key.lock()),
+            Kind::Semaphore { .. } => self.queues.wake_every(key.lock()),
+            Kind::ReadWrite(_) => {
+                self.queues.wake_every(key.lock());
+                self.queues.wake_one(key.members());
+            }
+        }
+        evicted
     }
 
     /// A permit of the semaphore `key` for `ttl_ms` if fewer than `permits`

@@ -22,10 +22,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::batch::Renewal;
-use super::redis::admin::{
-    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
-};
 use super::redis::rwlock::READERS_TURN;
+use super::state::{Evicted, State, MOST_WAITERS_SHOWN};
 use super::{Attempt, Claim};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::keys::LockKey;
@@ -215,85 +213,32 @@ impl MemoryBackend {
         self.queues.waiters(key.channel())
     }
 
-    /// The holder, remaining lease and fencing counter of `key` (waiters
-    /// queue only in this process: see `local_waiters`).
-    pub(crate) fn inspect(&self, key: &LockKey) -> LockState {
-        let now = Instant::now();
-        let table = self.table();
-        let Some(entry) = table.entries.get(key.lock()) else {
-            return LockState::default();
-        };
-        let held = table.held(key.lock(), now);
-        LockState {
-            holder: held.map(|held| held.token.as_str().to_owned()),
-            remaining: held.map(|held| held.expires - now),
-            fence: (entry.fence > 0).then_some(entry.fence),
-            ..LockState::default()
-        }
-    }
-
-    /// The live holders of the semaphore or read/write lock `key`, its
-    /// writer, waiting writers and writers' fencing counter.
-    pub(crate) fn inspect_shared(&self, key: &LockKey) -> SharedState {
+    /// What the table holds under the names of `key`, whatever its kind:
+    /// the key's holder and fencing counter, and its live member leases and
+    /// intents (a kind without some of these has none under its names;
+    /// waiters queue only in this process: see `local_waiters`).
+    fn inspect_names(&self, key: &LockKey) -> State {
         let now = Instant::now();
         let mut table = self.table();
         let members = table.live_members(key.members(), now);
-        let holders = members
-            .iter()
-            .take(MOST_WAITERS_SHOWN)
-            .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
-            .collect();
-        let holder_count = members.len();
-        // A semaphore has no writer, intents or counter under its names:
-        // those read as none.
-        SharedState {
-            holders,
-            holder_count,
-            writer: table
-                .held(key.lock(), now)
-                .map(|held| (held.token.as_str().to_owned(), held.expires - now)),
-            writers_waiting: table.live_members(key.queue(), now).len(),
+        let held = table.held(key.lock(), now);
+        State {
+            holder: held.map(|held| held.token.as_str().to_owned()),
+            remaining: held.map(|held| held.expires - now),
+            members: members
+                .iter()
+                .take(MOST_WAITERS_SHOWN)
+                .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
+                .collect(),
+            member_count: members.len(),
+            queued_count: table.live_members(key.queue(), now).len(),
             fence: table
                 .entries
                 .get(key.lock())
                 .map(|entry| entry.fence)
                 .filter(|fence| *fence > 0),
+            ..State::default()
         }
-    }
-
-    /// Frees `key` whoever holds it, raises its fencing counter as `fence`
-    /// issues tokens, and wakes its waiters.
-    pub(crate) fn force_release(&self, key: &LockKey) -> Evicted {
-        let evicted = self.table().evict_holder(key.lock(), Instant::now());
-        self.queues.wake_all(key.lock());
-        evicted
-    }
-
-    /// Takes back every permit of the semaphore `key`, as
-    /// `semaphore_force_release.lua` does, and wakes every waiter.
-    pub(crate) fn force_release_semaphore(&self, key: &LockKey) -> EvictedLeases {
-        let evicted = self.table().evict_members(key.members(), Instant::now());
-        self.queues.wake_every(key.lock());
-        evicted
-    }
-
-    /// Frees the read/write lock `key`, writer and readers, and raises its
-    /// writers' fencing counter, as `rw_force_release.lua` does; waiting
-    /// writers keep their intents. Wakes every reader and a writer.
-    pub(crate) fn force_release_rw(&self, key: &LockKey) -> EvictedRw {
-        let now = Instant::now();
-        let evicted = {
-            let mut table = self.table();
-            let writer = table.evict_holder(key.lock(), now);
-            EvictedRw {
-                writer: writer.holder,
-                readers: table.evict_members(key.members(), now),
-                fence: writer.fence,
-            }
-        };
-        self.queues.wake_every(key.lock());
-        self.queues.wake_one(key.members());
-        evicted
     }
 
     /// The names held now: lock keys with a live holder (a read/write
@@ -364,22 +309,21 @@ impl Table {
         Evicted {
             holder,
             fence: entry.fence,
+            ..Evicted::default()
         }
     }
 
-    /// Empties the holder set `set`: the members whose lease was live at
-    /// `now`, earliest lease end first.
-    fn evict_members(&mut self, set: &str, now: Instant) -> EvictedLeases {
+    /// Empties the holder set `set` into `evicted`: the members whose
+    /// lease was live at `now`, earliest lease end first.
+    fn evict_members(&mut self, set: &str, now: Instant, evicted: &mut Evicted) {
         let live = self.live_members(set, now);
         self.semaphores.remove(set);
-        EvictedLeases {
-            holders: live
-                .iter()
-                .take(MOST_WAITERS_SHOWN)
-                .map(|(token, _)| token.as_str().to_owned())
-                .collect(),
-            holder_count: live.len(),
-        }
+        evicted.members = live
+            .iter()
+            .take(MOST_WAITERS_SHOWN)
+            .map(|(token, _)| token.as_str().to_owned())
+            .collect();
+        evicted.member_count = live.len();
     }
 
     /// The members of the holder set `set` whose lease is live at `now`

@@ -5,16 +5,19 @@
 //! `semaphore_acquire.lua`; a read or write lease with `rw_read_acquire.lua`
 //! or `rw_write_acquire.lua`; permits and readers give their member lease
 //! back with `member_release.lua`, a writer with `rw_write_release.lua`.
+//! Operators read a lock with `inspect.lua` and the others with
+//! `inspect_shared.lua`, and free each with its own forced release.
 
 use redis::RedisError;
 
+use super::admin;
 use super::commands::release as release_lock;
 use super::connection::lock_error;
 use super::rwlock::{acquire_rw, release_write};
 use super::semaphore::{acquire_permit, release_member};
 use super::target::Commands;
 use super::{RedisBackend, GRANT_WINDOW};
-use crate::backend::{Attempt, Claim, Taking};
+use crate::backend::{Attempt, Claim, Evicted, State, Taking};
 use crate::keys::LockKey;
 use crate::kinds::kind::{Kind, Side};
 use crate::token::OwnerToken;
@@ -96,5 +99,25 @@ impl RedisBackend {
                 release_member(connection, key.members(), token, sharded).await
             }
         }
+    }
+
+    /// What the server holds for `key` now, as its kind keeps it.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<State, LockError> {
+        self.on_commands(async |commands, _| match key.kind {
+            Kind::Lock => admin::inspect_lock(commands, key).await,
+            Kind::ReadWrite(_) => admin::inspect_members(commands, key, true).await,
+            Kind::Semaphore { .. } => admin::inspect_members(commands, key, false).await,
+        })
+        .await
+    }
+
+    /// Frees `key` whoever holds it, with its kind's forced release.
+    pub(crate) async fn force(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        self.on_commands(async |commands, sharded| match key.kind {
+            Kind::Lock => admin::force_lock(commands, key, sharded).await,
+            Kind::ReadWrite(_) => admin::force_rw(commands, key, sharded).await,
+            Kind::Semaphore { .. } => admin::force_semaphore(commands, key, sharded).await,
+        })
+        .await
     }
 }

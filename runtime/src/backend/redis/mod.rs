@@ -37,7 +37,6 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
-use self::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use self::commands::{
     acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
     issue_fence, renew, try_set, try_set_checked, try_set_fenced,
@@ -449,7 +448,7 @@ impl RedisBackend {
 
     /// Runs `step` once on the command connection, telling it whether
     /// release messages go out on sharded channels (Redis Cluster).
-    async fn on_commands<T>(
+    pub(super) async fn on_commands<T>(
         &self,
         step: impl AsyncFnOnce(&mut Commands, bool) -> Result<T, RedisError>,
     ) -> Result<T, LockError> {
@@ -466,40 +465,6 @@ impl RedisBackend {
     ) -> Result<PlacesSeen, LockError> {
         self.on_commands(async |commands, _| places::refresh(commands, key, refresh).await)
             .await
-    }
-
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        self.on_commands(async |commands, _| admin::inspect(commands, key).await)
-            .await
-    }
-
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        self.on_commands(async |commands, _| admin::inspect_shared(commands, key).await)
-            .await
-    }
-
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release(commands, key, sharded).await
-        })
-        .await
-    }
-
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release_semaphore(commands, key, sharded).await
-        })
-        .await
-    }
-
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release_rw(commands, key, sharded).await
-        })
-        .await
     }
 
     /// The keys matching the glob `pattern` on the server, or on every
