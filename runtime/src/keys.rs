@@ -105,25 +105,39 @@ impl LockKey {
         self.part(0)
     }
 
-    /// The key the lock is stored under (a semaphore: its holder set); also
-    /// its release channel.
+    /// The name that stands for the whole key in this process (its lock
+    /// scope, its seats) and on its release channel: the lock, a read/write
+    /// lock's writer, a semaphore's holder set.
     pub(crate) fn lock(&self) -> &str {
         self.part(1)
     }
 
-    /// The fencing counter, which expires when the key is idle.
+    /// The fencing counter (a read/write lock's: its writers'), which
+    /// expires when the key is idle.
     pub(crate) fn fence(&self) -> &str {
         self.part(2)
     }
 
-    /// Sorted set of queued waiters' owner tokens, by arrival.
-    pub(crate) fn queue(&self) -> &str {
-        self.part(3)
+    /// The names of a lock, by role: what a lock's steps touch.
+    pub(crate) fn as_lock(&self) -> LockNames<'_> {
+        LockNames {
+            lock: self.part(1),
+            fence: self.part(2),
+            queue: self.part(3),
+            places: self.part(4),
+            record: self.part(6),
+        }
     }
 
-    /// Hash of queued waiters' owner tokens to when their place expires.
-    pub(crate) fn waiters(&self) -> &str {
-        self.part(4)
+    /// The names of a read/write lock, by role: what its steps touch.
+    pub(crate) fn as_rw(&self) -> RwNames<'_> {
+        RwNames {
+            writer: self.part(1),
+            fence: self.part(2),
+            intents: self.part(3),
+            turn: self.part(4),
+            readers: self.part(5),
+        }
     }
 
     /// The member leases (see [`Holding::Member`]):
@@ -133,16 +147,6 @@ impl LockKey {
     /// (server ms).
     pub(crate) fn members(&self) -> &str {
         self.part(5)
-    }
-
-    /// Hash of what operators are shown about the lock's current lease
-    /// beyond its token: `granted` (`token granted_ms queued_ms`, server
-    /// ms, written when a waiter is granted the lock) and `released` (the
-    /// token of a holder that released within its `hold_at_least`).
-    /// Touched only by the lock's steps, never by a semaphore's or a
-    /// read/write lock's.
-    pub(crate) fn record(&self) -> &str {
-        self.part(6)
     }
 
     /// The namespace's node marker, `base-node:` (`{n}base-node:` when
@@ -192,13 +196,47 @@ impl std::fmt::Debug for LockKey {
             .field("user", &self.user())
             .field("lock", &self.lock())
             .field("fence", &self.fence())
-            .field("queue", &self.queue())
-            .field("waiters", &self.waiters())
+            .field("queue", &self.part(3))
+            .field("places", &self.part(4))
             .field("members", &self.members())
-            .field("record", &self.record())
+            .field("record", &self.part(6))
             .field("node", &self.node())
             .finish()
     }
+}
+
+/// The names of a lock (see [`LockKey::as_lock`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockNames<'a> {
+    /// The lock: its holder's owner token, with the lease as TTL.
+    pub(crate) lock: &'a str,
+    /// The fencing counter.
+    pub(crate) fence: &'a str,
+    /// Sorted set of queued waiters' owner tokens, by arrival.
+    pub(crate) queue: &'a str,
+    /// Hash of queued waiters' owner tokens to their places (when each
+    /// ends, see `place_of` in `prelude.lua`).
+    pub(crate) places: &'a str,
+    /// Hash of what operators are shown about the lock's current lease
+    /// beyond its token: `granted` (`token granted_ms queued_ms`, server
+    /// ms, written when a waiter is granted the lock) and `released` (the
+    /// token of a holder that released within its `hold_at_least`).
+    pub(crate) record: &'a str,
+}
+
+/// The names of a read/write lock (see [`LockKey::as_rw`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RwNames<'a> {
+    /// The writer: its owner token, with the lease as TTL.
+    pub(crate) writer: &'a str,
+    /// The writers' fencing counter.
+    pub(crate) fence: &'a str,
+    /// Sorted set of waiting writers' intents -> when each ends.
+    pub(crate) intents: &'a str,
+    /// Whether readers wait, or have their turn (see `rw_read_acquire.lua`).
+    pub(crate) turn: &'a str,
+    /// Sorted set of readers' owner tokens -> lease end.
+    pub(crate) readers: &'a str,
 }
 
 /// What follows `base` in the name of the namespace's node marker: no
@@ -446,7 +484,12 @@ mod tests {
         assert_eq!(KeySpace::new(String::new()).namespace(), ":");
         let key = KeySpace::new("app".into()).key(Kind::Lock, "k");
         assert_eq!(
-            (key.lock(), key.fence(), key.queue(), key.waiters()),
+            (
+                key.lock(),
+                key.fence(),
+                key.as_lock().queue,
+                key.as_lock().places
+            ),
             ("app:k", "app-fence:k", "app-queue:k", "app-wait:k")
         );
         let semaphore = KeySpace::new("app".into()).key(Kind::Semaphore { permits: 1 }, "k");
@@ -456,7 +499,13 @@ mod tests {
         );
         let rw = KeySpace::new("app".into()).key(Kind::ReadWrite(Side::Read), "k");
         assert_eq!(
-            (rw.kind, rw.lock(), rw.members(), rw.queue(), rw.fence()),
+            (
+                rw.kind,
+                rw.lock(),
+                rw.members(),
+                rw.as_rw().intents,
+                rw.fence()
+            ),
             (
                 Kind::ReadWrite(Side::Read),
                 "app-rw:k",
@@ -510,7 +559,12 @@ mod tests {
             for user in BRACED {
                 let key = space.key(Kind::Lock, user);
                 assert_eq!(space.user_key_of(key.lock()), Some(user));
-                for internal in [key.fence(), key.queue(), key.waiters(), key.record()] {
+                for internal in [
+                    key.fence(),
+                    key.as_lock().queue,
+                    key.as_lock().places,
+                    key.as_lock().record,
+                ] {
                     assert_eq!(space.user_key_of(internal), None, "{internal}");
                 }
             }
@@ -542,11 +596,11 @@ mod tests {
                 );
                 for internal in [
                     key.fence(),
-                    key.queue(),
-                    key.waiters(),
-                    key.record(),
+                    key.as_lock().queue,
+                    key.as_lock().places,
+                    key.as_lock().record,
                     rw.fence(),
-                    rw.queue(),
+                    rw.as_rw().intents,
                 ] {
                     assert_eq!(space.held_of(internal), None, "{internal}");
                 }
@@ -579,13 +633,13 @@ mod tests {
     ) -> [&'a str; 9] {
         [
             key.fence(),
-            key.queue(),
-            key.waiters(),
-            key.record(),
+            key.as_lock().queue,
+            key.as_lock().places,
+            key.as_lock().record,
             semaphore.lock(),
             rw.lock(),
             rw.fence(),
-            rw.queue(),
+            rw.as_rw().intents,
             rw.members(),
         ]
     }
@@ -721,10 +775,10 @@ mod tests {
         vec![
             (lock.lock().to_owned(), "lock"),
             (lock.fence().to_owned(), "fence"),
-            (lock.queue().to_owned(), "queue"),
-            (lock.waiters().to_owned(), "wait"),
+            (lock.as_lock().queue.to_owned(), "queue"),
+            (lock.as_lock().places.to_owned(), "wait"),
             (lock.members().to_owned(), "readers"),
-            (lock.record().to_owned(), "record"),
+            (lock.as_lock().record.to_owned(), "record"),
             (
                 keys.key(Kind::Semaphore { permits: 1 }, user)
                     .lock()
@@ -733,7 +787,7 @@ mod tests {
             ),
             (rw.lock().to_owned(), "writer"),
             (rw.fence().to_owned(), "writers' fence"),
-            (rw.queue().to_owned(), "intents"),
+            (rw.as_rw().intents.to_owned(), "intents"),
         ]
     }
 

@@ -39,9 +39,9 @@ impl MemoryBackend {
                 let owned = self.release_lock(key, token);
                 if owned {
                     self.table()
-                        .give_readers_their_turn(key.waiters(), Instant::now());
+                        .give_readers_their_turn(key.as_rw().turn, Instant::now());
                 }
-                if self.release_permit(key.queue(), token) || owned {
+                if self.release_permit(key.as_rw().intents, token) || owned {
                     self.queues.wake_every(key.lock());
                     self.queues.wake_one(key.members());
                 }
@@ -64,16 +64,24 @@ impl MemoryBackend {
             Kind::Lock => State {
                 members: Vec::new(),
                 member_count: 0,
-                queued_count: 0,
                 ..state
             },
-            Kind::ReadWrite(_) => state,
+            Kind::ReadWrite(_) => State {
+                queued_count: self.intents(key),
+                ..state
+            },
             Kind::Semaphore { .. } => State {
                 members: state.members,
                 member_count: state.member_count,
                 ..State::default()
             },
         }
+    }
+
+    /// How many writers wait for the read/write lock `key`: its live intents.
+    fn intents(&self, key: &LockKey) -> usize {
+        let now = Instant::now();
+        self.table().live_members(key.as_rw().intents, now).len()
     }
 
     /// Frees `key` whoever holds it, as its kind's forced release script
@@ -145,6 +153,7 @@ impl MemoryBackend {
     /// and a reader marks that readers wait, for `place` unless that is zero.
     fn take_rw(&self, claim: Claim<'_>, side: Side, place: Duration) -> Attempt {
         let (Claim { key, token, .. }, now) = (claim, Instant::now());
+        let names = key.as_rw();
         let expires = deadline(now, claim.ttl());
         let mut table = self.table();
         table.sweep_if_grown(now);
@@ -153,12 +162,12 @@ impl MemoryBackend {
             .held(key.lock(), now)
             .map(|held| (held.token == *token, held.expires));
         let readers = table.live_members(key.members(), now);
-        let intents = table.live_members(key.queue(), now);
+        let intents = table.live_members(names.intents, now);
         let busy = |until: Option<Instant>| Attempt::Busy {
             remaining: until.map(|until| until - now),
         };
         // Until when it is the readers' turn, if it is.
-        let readers_turn = match table.readers_turn(key.waiters(), now) {
+        let readers_turn = match table.readers_turn(names.turn, now) {
             Some((ReadersTurn::Turn, until)) => Some(until),
             _ => None,
         };
@@ -173,7 +182,7 @@ impl MemoryBackend {
                         let until = deadline(now, place);
                         table
                             .turns
-                            .insert(key.waiters().to_owned(), (ReadersTurn::Waiting, until));
+                            .insert(names.turn.to_owned(), (ReadersTurn::Waiting, until));
                     }
                     return busy(blocker);
                 }
@@ -186,12 +195,12 @@ impl MemoryBackend {
             None => readers.is_empty() && readers_turn.is_none(),
         };
         if ours_or_free {
-            table.set_member(key.queue(), token, None);
+            table.set_member(names.intents, token, None);
             table.set_holder(key.lock(), token, expires, now);
             return Attempt::GRANTED;
         }
         if !place.is_zero() {
-            table.set_member(key.queue(), token, Some(deadline(now, place)));
+            table.set_member(names.intents, token, Some(deadline(now, place)));
         }
         busy(
             writer

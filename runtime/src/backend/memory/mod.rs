@@ -214,9 +214,7 @@ impl MemoryBackend {
     }
 
     /// What the table holds under the names of `key`, whatever its kind:
-    /// the key's holder and fencing counter, and its live member leases and
-    /// intents (a kind without some of these has none under its names;
-    /// waiters queue only in this process: see `local_waiters`).
+    /// the key's holder and fencing counter, and its live member leases.
     fn inspect_names(&self, key: &LockKey) -> State {
         let now = Instant::now();
         let mut table = self.table();
@@ -231,7 +229,6 @@ impl MemoryBackend {
                 .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
                 .collect(),
             member_count: members.len(),
-            queued_count: table.live_members(key.queue(), now).len(),
             fence: table
                 .entries
                 .get(key.lock())

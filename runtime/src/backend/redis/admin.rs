@@ -23,6 +23,7 @@ pub(in crate::backend) async fn inspect_lock(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
 ) -> Result<State, RedisError> {
+    let names = key.as_lock();
     let (holder, pttl, fence, queued, queued_count, granted_ago, waited, released): (
         String,
         i64,
@@ -35,7 +36,7 @@ pub(in crate::backend) async fn inspect_lock(
     ) = run_script!(
         scripts::INSPECT,
         connection,
-        keys [key.lock(), key.fence(), key.queue(), key.waiters(), key.record()],
+        keys [names.lock, names.fence, names.queue, names.places, names.record],
         args [MOST_WAITERS_SHOWN]
     )?;
     let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
@@ -67,7 +68,11 @@ pub(in crate::backend) async fn inspect_members(
     let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
     invocation.key(key.members());
     if with_writer {
-        invocation.key(key.lock()).key(key.queue()).key(key.fence());
+        let names = key.as_rw();
+        invocation
+            .key(names.writer)
+            .key(names.intents)
+            .key(names.fence);
     }
     let (holders, holder_count, writer, writer_pttl, writers_waiting, fence): (
         Vec<String>,

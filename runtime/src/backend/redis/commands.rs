@@ -53,9 +53,9 @@ pub(in crate::backend) fn acquire_invocation(
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
     invocation
         .key(key.lock())
-        .key(key.queue())
-        .key(key.waiters())
-        .key(key.record())
+        .key(key.as_lock().queue)
+        .key(key.as_lock().places)
+        .key(key.as_lock().record)
         .key(key.node())
         .arg(token.as_str())
         .arg(ttl_ms)
@@ -185,9 +185,9 @@ pub(in crate::backend) async fn acquire_checked(
     let (granted, value): (i64, i64) = script
         .run(connection, 5, |call| {
             call.arg(key.lock())
-                .arg(key.queue())
-                .arg(key.waiters())
-                .arg(key.record())
+                .arg(key.as_lock().queue)
+                .arg(key.as_lock().places)
+                .arg(key.as_lock().record)
                 .arg(key.node())
                 .arg(token.as_str())
                 .arg(ttl_ms)
@@ -231,7 +231,7 @@ pub(in crate::backend) async fn release(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.waiters(), key.record(), key.node()],
+        keys [key.lock(), key.as_lock().queue, key.as_lock().places, key.as_lock().record, key.node()],
         args [token.as_str(), millis(grant_window), RECORD_KEPT_MS, lock_delay_ms]
     )?;
     Ok(released == 1)
@@ -292,7 +292,7 @@ pub(in crate::backend) async fn hold_down(
     let kept: i64 = run_script!(
         scripts::HOLD_DOWN,
         connection,
-        keys [key.lock(), key.record()],
+        keys [key.lock(), key.as_lock().record],
         args [token.as_str(), ttl_ms]
     )?;
     Ok(kept == 1)
