@@ -18,7 +18,7 @@ use std::time::Duration;
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::connection::RedisConfig;
 pub(crate) use self::redis::lock_delay::LockDelay;
-pub(crate) use self::redis::places::{PlaceRefresh, PlacesSeen};
+pub(crate) use self::redis::place_refresh::{PlaceRefresh, PlacesSeen};
 pub(crate) use self::redis::tls::TlsConfig;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;

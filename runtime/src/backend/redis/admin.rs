@@ -57,7 +57,7 @@ pub(in crate::backend) async fn inspect_lock(
     })
 }
 
-/// Runs `inspect_shared.lua` for the member leases of `key` (a
+/// Runs `inspect_members.lua` for the member leases of `key` (a
 /// semaphore's permits, a read/write lock's readers) and, `with_writer`,
 /// a read/write lock's writer, waiting writers and writers' fencing counter.
 pub(in crate::backend) async fn inspect_members(
@@ -65,7 +65,7 @@ pub(in crate::backend) async fn inspect_members(
     key: &LockKey,
     with_writer: bool,
 ) -> Result<State, RedisError> {
-    let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
+    let mut invocation = scripts::INSPECT_MEMBERS.prepare_invoke();
     invocation.key(key.members());
     if with_writer {
         let names = key.as_rw();

@@ -6,7 +6,7 @@
 //! or `rw_write_acquire.lua`; permits and readers give their member lease
 //! back with `member_release.lua`, a writer with `rw_write_release.lua`.
 //! Operators read a lock with `inspect.lua` and the others with
-//! `inspect_shared.lua`, and free each with its own forced release.
+//! `inspect_members.lua`, and free each with its own forced release.
 
 use redis::RedisError;
 

@@ -19,7 +19,7 @@ mod kinds;
 pub(super) mod lock_delay;
 pub(super) mod native;
 pub(super) mod notify;
-pub(super) mod places;
+pub(super) mod place_refresh;
 pub(super) mod probe;
 pub(super) mod rwlock;
 pub(super) mod scripts;
@@ -45,7 +45,7 @@ use self::connection::{lock_error, RedisConfig};
 use self::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use self::native::{Native, NativeCommands};
 use self::notify::Notifications;
-use self::places::{PlaceRefresh, PlacesSeen};
+use self::place_refresh::{PlaceRefresh, PlacesSeen};
 use self::probe::{probe, settle, Needs, Via};
 use self::scripts::run_script;
 use self::semaphore::renew_member;
@@ -463,7 +463,7 @@ impl RedisBackend {
         key: &LockKey,
         refresh: PlaceRefresh<'_>,
     ) -> Result<PlacesSeen, LockError> {
-        self.on_commands(async |commands, _| places::refresh(commands, key, refresh).await)
+        self.on_commands(async |commands, _| place_refresh::refresh(commands, key, refresh).await)
             .await
     }
 

@@ -112,9 +112,9 @@ pub(crate) static REFRESH_PLACES: Lazy<Script> =
 pub(crate) static INSPECT: Lazy<Script> =
     Lazy::new(|| with_prelude(include_str!("lock/inspect.lua")));
 /// What one semaphore or read/write lock looks like, read in one step for
-/// operators; see `inspect_shared.lua`.
-pub(crate) static INSPECT_SHARED: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("members/inspect_shared.lua")));
+/// operators; see `inspect_members.lua`.
+pub(crate) static INSPECT_MEMBERS: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("members/inspect_members.lua")));
 /// Free a lock whoever holds it and raise its fencing counter; see
 /// `force_release.lua`.
 pub(crate) static FORCE_RELEASE: Lazy<Publishing> =
