@@ -84,10 +84,10 @@ pub(crate) struct LockKey {
     /// The kind of lease it names; the backends run that kind's steps for
     /// it (release and renewal included).
     pub(crate) kind: Kind,
-    /// The user key, then the names [`lock`](Self::lock),
-    /// [`fence`](Self::fence), [`queue`](Self::queue),
-    /// [`waiters`](Self::waiters), [`readers`](Self::readers) and
-    /// [`record`](Self::record) and [`node`](Self::node).
+    /// The user key, then the names of the kind's six roles (see
+    /// [`Kind::roles`]: [`lock`](Self::lock), [`fence`](Self::fence), the
+    /// queue, the places, [`members`](Self::members), the record), then
+    /// [`node`](Self::node).
     names: Box<str>,
     /// Where each of those eight parts of `names` ends.
     ends: [usize; 8],

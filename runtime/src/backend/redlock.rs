@@ -291,7 +291,7 @@ impl RedlockBackend {
     }
 
     /// One round on all nodes; see the module documentation. Only locks:
-    /// every other kind is refused, as [`Kind::on_redlock`] says why.
+    /// every other kind is refused, as [`Kind::on_redlock`](crate::kinds::kind::Kind::on_redlock) says why.
     /// Redlock keeps no waiter queue: a release wakes waiters, so
     /// `taking.place` asks for nothing here.
     pub(crate) async fn take(

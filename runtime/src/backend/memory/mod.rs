@@ -102,11 +102,11 @@ impl MemoryBackend {
 
     /// Takes the lock of `claim` if nobody holds it.
     fn take_lock(&self, claim: Claim<'_>) -> Attempt {
-        self.try_lock_at(claim, Instant::now())
+        self.take_lock_at(claim, Instant::now())
     }
 
-    /// [`try_lock`](Self::try_lock) as if it ran at `now`.
-    fn try_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
+    /// [`take_lock`](Self::take_lock) as if it ran at `now`.
+    fn take_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
         let Claim { key, token, .. } = claim;
         let mut table = self.table();
         if let Some(held) = table.held(key.lock(), now) {
@@ -472,7 +472,7 @@ mod tests {
         ttl_ms: u64,
         now: Instant,
     ) -> u64 {
-        acquired(backend.try_lock_at(claim(&key(name), token, ttl_ms), now));
+        acquired(backend.take_lock_at(claim(&key(name), token, ttl_ms), now));
         backend
             .fence_at(claim(&key(name), token, ttl_ms), now)
             .expect("the holder gets a token")
@@ -523,13 +523,13 @@ mod tests {
         let (backend, token, start) =
             (MemoryBackend::new(), OwnerToken::generate(), Instant::now());
         let hour = Duration::from_secs(3_600);
-        backend.try_lock_at(claim(&key("held"), &token, 3_600_000), start);
+        backend.take_lock_at(claim(&key("held"), &token, 3_600_000), start);
         fenced(&backend, "recent", &token, 1_000, start + hour / 12);
         for i in 2..MIN_SWEEP {
             fenced(&backend, &format!("k{i}"), &token, 1_000, start);
         }
 
-        backend.try_lock_at(
+        backend.take_lock_at(
             claim(&key("trigger"), &token, 1_000),
             start + MIN_RETENTION + hour / 60,
         );
