@@ -44,14 +44,22 @@
 //! neither, a name reads back one way only: the namespace runs to the first
 //! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
-use crate::kinds::kind::{Holding, Kind, LockKind};
+use crate::kinds::kind::{Holding, Kind, LockKind, EVERY};
 use crate::slots;
 use crate::LockError;
 
-/// What follows `base-` in an internal key's name, one per role.
-const INTERNAL_ROLES: [&str; 10] = [
-    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent", "rwturn", "record",
-];
+/// What follows `base-` in an internal key's name, one per role: every
+/// kind's roles but a lock's own name (`:`), without their `-` and `:`.
+fn internal_roles() -> Vec<&'static str> {
+    let mut roles: Vec<&str> = EVERY
+        .iter()
+        .flat_map(|kind| kind.roles())
+        .filter_map(|role| role.strip_prefix('-')?.strip_suffix(':'))
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
+}
 
 /// Refuses a namespace whose names could be another namespace's (see the
 /// module's documentation) with `InvalidOptions` naming the fix. A final
@@ -64,13 +72,14 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
             base.replace(':', "_")
         )));
     }
-    if let Some(role) = INTERNAL_ROLES.iter().find(|role| {
+    let roles = internal_roles();
+    if let Some(role) = roles.iter().find(|role| {
         base.strip_suffix(*role)
             .is_some_and(|rest| rest.ends_with('-'))
     }) {
         return Err(LockError::InvalidOptions(format!(
             "namespace `{namespace}` ends in `-{role}`, the name of an internal key of another namespace's locks; choose a name that does not end in `-` and one of: {}",
-            INTERNAL_ROLES.join(", ")
+            roles.join(", ")
         )));
     }
     Ok(())
@@ -386,14 +395,10 @@ impl KeySpace {
     /// writers' intents, not another namespace's name).
     pub(crate) fn held_of<'a>(&self, name: &'a str) -> Option<(LockKind, &'a str)> {
         let rest = self.untagged(name)?.strip_prefix(self.base.as_str())?;
-        [
-            (":", LockKind::Lock),
-            ("-rw:", LockKind::ReadWrite),
-            ("-read:", LockKind::ReadWrite),
-            ("-sem:", LockKind::Semaphore),
-        ]
-        .into_iter()
-        .find_map(|(infix, kind)| Some((kind, rest.strip_prefix(infix)?)))
+        EVERY.iter().find_map(|kind| {
+            let user = kind.held_roles().find_map(|role| rest.strip_prefix(role))?;
+            Some((kind.public(), user))
+        })
     }
 
     /// `name` without its hash tag when hash-tagged; `None` if it has none.
@@ -800,7 +805,7 @@ mod tests {
     #[test]
     fn no_two_namespaces_keys_or_roles_share_a_name() {
         let mut pieces = vec!["", "a", "app", "lock", "-", ":", "-x", ":x", "x-", "{t}"];
-        let suffixes: Vec<String> = INTERNAL_ROLES
+        let suffixes: Vec<String> = internal_roles()
             .iter()
             .map(|role| format!("-{role}"))
             .collect();

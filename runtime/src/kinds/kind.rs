@@ -94,6 +94,23 @@ impl Kind {
         }
     }
 
+    /// The public kind it is a lease of.
+    pub(crate) fn public(self) -> LockKind {
+        match self {
+            Kind::Lock => LockKind::Lock,
+            Kind::ReadWrite(_) => LockKind::ReadWrite,
+            Kind::Semaphore { .. } => LockKind::Semaphore,
+        }
+    }
+
+    /// The roles of its names that say a lease of it is held (see
+    /// `keys::held_of`): its name, and the set its member leases live in.
+    pub(crate) fn held_roles(self) -> impl Iterator<Item = &'static str> {
+        let [name, _, _, _, members, _] = self.roles();
+        let members = (self.holding() == Holding::Member).then_some(members);
+        std::iter::once(name).chain(members)
+    }
+
     /// What follows the namespace in each of its names (see `keys`): its
     /// name (the lock, the writer, the holder set), the fencing counter,
     /// the queue (waiting lockers, writers' intents), the places (waiting
@@ -170,3 +187,12 @@ impl Kind {
 
 /// How many kinds [`Kind::index`] numbers.
 pub(crate) const KINDS: usize = 4;
+
+/// Every kind, in [`Kind::index`] order (a semaphore's permits do not
+/// matter where every kind is walked: its names' roles are the same).
+pub(crate) const EVERY: [Kind; KINDS] = [
+    Kind::Lock,
+    Kind::Semaphore { permits: 1 },
+    Kind::ReadWrite(Side::Read),
+    Kind::ReadWrite(Side::Write),
+];
