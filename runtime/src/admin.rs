@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use crate::backend::{EvictedLeases, SharedState, MOST_WAITERS_SHOWN};
-use crate::keys::KeyKind;
-pub use crate::keys::LockKind;
+use crate::backend::{Evicted, MOST_WAITERS_SHOWN};
+pub use crate::kinds::kind::LockKind;
+use crate::kinds::kind::{Kind, Side};
 use crate::token::Holder;
 use crate::{LockDelayState, LockError, LockManager, RwLock, Semaphore};
 
@@ -287,7 +287,7 @@ impl LockManager {
     pub async fn force_release(&self, key: &str) -> Result<ForcedRelease, LockError> {
         let lock_key = self.lock_key(key);
         let ours = self.seats().leases_of(lock_key.lock());
-        let evicted = self.backend().force_release(&lock_key).await?;
+        let evicted = self.backend().force(&lock_key).await?;
         self.seats().evicted(lock_key.lock(), ours);
         let holder = evicted.holder.as_deref().and_then(Holder::from_token);
         tracing::warn!(
@@ -315,17 +315,22 @@ impl RwLock {
     /// read/write locks.
     pub async fn inspect(&self) -> Result<RwLockInfo, LockError> {
         let (manager, key) = (self.manager(), self.key());
-        let writer_key = manager.key_space().rwlock(key, KeyKind::Write);
-        let state = manager.backend().inspect_shared(&writer_key).await?;
-        let reader_key = manager.key_space().rwlock(key, KeyKind::Read);
+        let writer_key = manager.key_space().key(Kind::ReadWrite(Side::Write), key);
+        let state = manager.backend().inspect(&writer_key).await?;
+        let reader_key = manager.key_space().key(Kind::ReadWrite(Side::Read), key);
         let local_waiters = manager.backend().local_waiters(&writer_key)
             + manager.backend().local_waiters(&reader_key);
         Ok(RwLockInfo {
             key: key.to_owned(),
-            writer: state.writer.as_ref().map(lease_info),
-            readers: state.holders.iter().map(lease_info).collect(),
-            reader_count: state.holder_count,
-            writers_waiting: state.writers_waiting,
+            writer: state
+                .holder
+                .clone()
+                .zip(state.remaining)
+                .as_ref()
+                .map(lease_info),
+            readers: state.members.iter().map(lease_info).collect(),
+            reader_count: state.member_count,
+            writers_waiting: state.queued_count,
             fencing_counter: state.fence,
             local_waiters,
         })
@@ -342,25 +347,25 @@ impl RwLock {
     /// `InvalidOptions`, as it refuses read/write locks.
     pub async fn force_release(&self) -> Result<ForcedRwRelease, LockError> {
         let (manager, key) = (self.manager(), self.key());
-        let rw_key = manager.key_space().rwlock(key, KeyKind::Write);
+        let rw_key = manager.key_space().key(Kind::ReadWrite(Side::Write), key);
         let ours = manager.seats().leases_of(rw_key.lock());
-        let evicted = manager.backend().force_release_rw(&rw_key).await?;
+        let evicted = manager.backend().force(&rw_key).await?;
         manager.seats().evicted(rw_key.lock(), ours);
-        let writer = evicted.writer.as_deref().and_then(Holder::from_token);
+        let writer = evicted.holder.as_deref().and_then(Holder::from_token);
         tracing::warn!(
             key,
-            writer_was_held = evicted.writer.is_some(),
+            writer_was_held = evicted.holder.is_some(),
             evicted_writer = writer.as_ref().map(|holder| holder.manager.as_str()),
-            evicted_readers = evicted.readers.holder_count,
+            evicted_readers = evicted.member_count,
             fencing_counter = evicted.fence,
             "read/write lock released by force"
         );
         Ok(ForcedRwRelease {
             key: key.to_owned(),
-            writer_was_held: evicted.writer.is_some(),
+            writer_was_held: evicted.holder.is_some(),
             evicted_writer: writer,
-            evicted_readers: named_holders(&evicted.readers),
-            evicted_reader_count: evicted.readers.holder_count,
+            evicted_readers: named_holders(&evicted),
+            evicted_reader_count: evicted.member_count,
             fencing_counter: evicted.fence,
         })
     }
@@ -372,16 +377,12 @@ impl Semaphore {
     /// Redlock refuses with `InvalidOptions`, as it refuses semaphores.
     pub async fn inspect(&self) -> Result<SemaphoreInfo, LockError> {
         let manager = self.manager();
-        let key = manager.semaphore_key(self.key());
-        let SharedState {
-            holders,
-            holder_count,
-            ..
-        } = manager.backend().inspect_shared(&key).await?;
+        let key = manager.key_space().key(self.kind(), self.key());
+        let state = manager.backend().inspect(&key).await?;
         Ok(SemaphoreInfo {
             key: self.key().to_owned(),
-            holders: holders.iter().map(lease_info).collect(),
-            held: holder_count,
+            holders: state.members.iter().map(lease_info).collect(),
+            held: state.member_count,
             local_waiters: manager.backend().local_waiters(&key),
         })
     }
@@ -395,27 +396,27 @@ impl Semaphore {
     /// refuses semaphores.
     pub async fn force_release(&self) -> Result<ForcedSemaphoreRelease, LockError> {
         let manager = self.manager();
-        let key = manager.semaphore_key(self.key());
+        let key = manager.key_space().key(self.kind(), self.key());
         let ours = manager.seats().leases_of(key.lock());
-        let evicted = manager.backend().force_release_semaphore(&key).await?;
+        let evicted = manager.backend().force(&key).await?;
         manager.seats().evicted(key.lock(), ours);
         tracing::warn!(
             key = self.key(),
-            evicted_permits = evicted.holder_count,
+            evicted_permits = evicted.member_count,
             "semaphore released by force"
         );
         Ok(ForcedSemaphoreRelease {
             key: self.key().to_owned(),
             evicted: named_holders(&evicted),
-            evicted_count: evicted.holder_count,
+            evicted_count: evicted.member_count,
         })
     }
 }
 
-/// The holders that the evicted owner tokens name.
-fn named_holders(evicted: &EvictedLeases) -> Vec<Holder> {
+/// The holders that the evicted member leases' owner tokens name.
+fn named_holders(evicted: &Evicted) -> Vec<Holder> {
     evicted
-        .holders
+        .members
         .iter()
         .filter_map(|token| Holder::from_token(token))
         .collect()

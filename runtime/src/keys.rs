@@ -44,29 +44,22 @@
 //! neither, a name reads back one way only: the namespace runs to the first
 //! `:` or `-`-and-role before the first `:`, and roles hold no `-`.
 
+use crate::kinds::kind::{Holding, Kind, LockKind, EVERY};
 use crate::slots;
 use crate::LockError;
 
-/// The kinds of lock a key can have; each keeps its own state, so one user
-/// key can be held as several kinds at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// A plain lock (`acquire`, `#[distributed_lock]`): see
-    /// [`LockManager::inspect`](crate::LockManager::inspect).
-    Lock,
-    /// A read/write lock (`acquire_read`, `acquire_write`): see
-    /// [`RwLock::inspect`](crate::RwLock::inspect).
-    ReadWrite,
-    /// A counting semaphore (`semaphore(key, n)`): see
-    /// [`Semaphore::inspect`](crate::Semaphore::inspect).
-    Semaphore,
+/// What follows `base-` in an internal key's name, one per role: every
+/// kind's roles but a lock's own name (`:`), without their `-` and `:`.
+fn internal_roles() -> Vec<&'static str> {
+    let mut roles: Vec<&str> = EVERY
+        .iter()
+        .flat_map(|kind| kind.roles())
+        .filter_map(|role| role.strip_prefix('-')?.strip_suffix(':'))
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
 }
-
-/// What follows `base-` in an internal key's name, one per role.
-const INTERNAL_ROLES: [&str; 10] = [
-    "fence", "queue", "wait", "read", "sem", "rw", "rwfence", "intent", "rwturn", "record",
-];
 
 /// Refuses a namespace whose names could be another namespace's (see the
 /// module's documentation) with `InvalidOptions` naming the fix. A final
@@ -79,38 +72,17 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
             base.replace(':', "_")
         )));
     }
-    if let Some(role) = INTERNAL_ROLES.iter().find(|role| {
+    let roles = internal_roles();
+    if let Some(role) = roles.iter().find(|role| {
         base.strip_suffix(*role)
             .is_some_and(|rest| rest.ends_with('-'))
     }) {
         return Err(LockError::InvalidOptions(format!(
             "namespace `{namespace}` ends in `-{role}`, the name of an internal key of another namespace's locks; choose a name that does not end in `-` and one of: {}",
-            INTERNAL_ROLES.join(", ")
+            roles.join(", ")
         )));
     }
     Ok(())
-}
-
-/// What a [`LockKey`] names: a lock, the holder set of a semaphore, or one
-/// side of a read/write lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyKind {
-    /// A lock: `lock` holds the owner token.
-    Lock,
-    /// A counting semaphore: `lock` is its holder set (see
-    /// `backend/redis/scripts/semaphore_acquire.lua`). It has no fencing counter
-    /// and no waiter queue; `fence`, `queue` and `waiters` are the names of
-    /// the lock of the same user key, which no semaphore step touches.
-    Semaphore,
-    /// A reader of a read/write lock: its lease is its member in `readers`
-    /// (see `backend/redis/scripts/rw_read_acquire.lua`). `lock` is the writer key,
-    /// which names the read/write lock (its release channel, and its identity
-    /// in lock scopes); `queue` holds waiting writers' intents.
-    Read,
-    /// The writer of a read/write lock: `lock` holds its owner token, as a
-    /// lock's key does, so its renewal and its fencing tokens (`fence`) are
-    /// a lock's; `readers` and `queue` are checked when it is taken.
-    Write,
 }
 
 /// The names one lock (or semaphore) uses in its backend, written back to
@@ -118,13 +90,13 @@ pub(crate) enum KeyKind {
 /// allocation rather than one per name.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct LockKey {
-    /// Whether this is a lock or a semaphore; the backends run that kind's
-    /// steps for it (release and renewal included).
-    pub(crate) kind: KeyKind,
-    /// The user key, then the names [`lock`](Self::lock),
-    /// [`fence`](Self::fence), [`queue`](Self::queue),
-    /// [`waiters`](Self::waiters), [`readers`](Self::readers) and
-    /// [`record`](Self::record) and [`node`](Self::node).
+    /// The kind of lease it names; the backends run that kind's steps for
+    /// it (release and renewal included).
+    pub(crate) kind: Kind,
+    /// The user key, then the names of the kind's six roles (see
+    /// [`Kind::roles`]: [`lock`](Self::lock), [`fence`](Self::fence), the
+    /// queue, the places, [`members`](Self::members), the record), then
+    /// [`node`](Self::node).
     names: Box<str>,
     /// Where each of those eight parts of `names` ends.
     ends: [usize; 8],
@@ -142,41 +114,48 @@ impl LockKey {
         self.part(0)
     }
 
-    /// The key the lock is stored under (a semaphore: its holder set); also
-    /// its release channel.
+    /// The name that stands for the whole key in this process (its lock
+    /// scope, its seats) and on its release channel: the lock, a read/write
+    /// lock's writer, a semaphore's holder set.
     pub(crate) fn lock(&self) -> &str {
         self.part(1)
     }
 
-    /// The fencing counter, which expires when the key is idle.
+    /// The fencing counter (a read/write lock's: its writers'), which
+    /// expires when the key is idle.
     pub(crate) fn fence(&self) -> &str {
         self.part(2)
     }
 
-    /// Sorted set of queued waiters' owner tokens, by arrival.
-    pub(crate) fn queue(&self) -> &str {
-        self.part(3)
+    /// The names of a lock, by role: what a lock's steps touch.
+    pub(crate) fn as_lock(&self) -> LockNames<'_> {
+        LockNames {
+            lock: self.part(1),
+            fence: self.part(2),
+            queue: self.part(3),
+            places: self.part(4),
+            record: self.part(6),
+        }
     }
 
-    /// Hash of queued waiters' owner tokens to when their place expires.
-    pub(crate) fn waiters(&self) -> &str {
-        self.part(4)
+    /// The names of a read/write lock, by role: what its steps touch.
+    pub(crate) fn as_rw(&self) -> RwNames<'_> {
+        RwNames {
+            writer: self.part(1),
+            fence: self.part(2),
+            intents: self.part(3),
+            turn: self.part(4),
+            readers: self.part(5),
+        }
     }
 
-    /// The readers of the read/write lock of the same user key: sorted set
-    /// of owner token -> lease end (server ms). Touched only by its steps.
-    pub(crate) fn readers(&self) -> &str {
+    /// The member leases (see [`Holding::Member`]):
+    /// a read/write lock's readers, a semaphore's holders (its name again);
+    /// for a lock the readers of the read/write lock of the same user key,
+    /// which no lock step touches. A sorted set of owner token -> lease end
+    /// (server ms).
+    pub(crate) fn members(&self) -> &str {
         self.part(5)
-    }
-
-    /// Hash of what operators are shown about the lock's current lease
-    /// beyond its token: `granted` (`token granted_ms queued_ms`, server
-    /// ms, written when a waiter is granted the lock) and `released` (the
-    /// token of a holder that released within its `hold_at_least`).
-    /// Touched only by the lock's steps, never by a semaphore's or a
-    /// read/write lock's.
-    pub(crate) fn record(&self) -> &str {
-        self.part(6)
     }
 
     /// The namespace's node marker, `base-node:` (`{n}base-node:` when
@@ -197,14 +176,24 @@ impl LockKey {
         format!("{{{}}}{untagged}", slots::marker_tag(slot))
     }
 
+    /// The name its lease is held under (see [`Holding`]): the key whose
+    /// value it is, or the set it is a member of.
+    pub(crate) fn lease_name(&self) -> &str {
+        match self.kind.holding() {
+            Holding::Key => self.lock(),
+            Holding::Member => self.members(),
+        }
+    }
+
     /// The channel whose release messages wake this key's waiters: the lock
     /// key (for a semaphore its holder set, for a reader of a read/write
     /// lock its writer key), except for a writer of a read/write lock, which
     /// waits for readers to leave and so listens on the readers' name.
     pub(crate) fn channel(&self) -> &str {
-        match self.kind {
-            KeyKind::Write => self.readers(),
-            KeyKind::Lock | KeyKind::Semaphore | KeyKind::Read => self.lock(),
+        if self.kind.woken_by_members() {
+            self.members()
+        } else {
+            self.lock()
         }
     }
 }
@@ -216,13 +205,47 @@ impl std::fmt::Debug for LockKey {
             .field("user", &self.user())
             .field("lock", &self.lock())
             .field("fence", &self.fence())
-            .field("queue", &self.queue())
-            .field("waiters", &self.waiters())
-            .field("readers", &self.readers())
-            .field("record", &self.record())
+            .field("queue", &self.part(3))
+            .field("places", &self.part(4))
+            .field("members", &self.members())
+            .field("record", &self.part(6))
             .field("node", &self.node())
             .finish()
     }
+}
+
+/// The names of a lock (see [`LockKey::as_lock`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockNames<'a> {
+    /// The lock: its holder's owner token, with the lease as TTL.
+    pub(crate) lock: &'a str,
+    /// The fencing counter.
+    pub(crate) fence: &'a str,
+    /// Sorted set of queued waiters' owner tokens, by arrival.
+    pub(crate) queue: &'a str,
+    /// Hash of queued waiters' owner tokens to their places (when each
+    /// ends, see `place_of` in `prelude.lua`).
+    pub(crate) places: &'a str,
+    /// Hash of what operators are shown about the lock's current lease
+    /// beyond its token: `granted` (`token granted_ms queued_ms`, server
+    /// ms, written when a waiter is granted the lock) and `released` (the
+    /// token of a holder that released within its `hold_at_least`).
+    pub(crate) record: &'a str,
+}
+
+/// The names of a read/write lock (see [`LockKey::as_rw`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RwNames<'a> {
+    /// The writer: its owner token, with the lease as TTL.
+    pub(crate) writer: &'a str,
+    /// The writers' fencing counter.
+    pub(crate) fence: &'a str,
+    /// Sorted set of waiting writers' intents -> when each ends.
+    pub(crate) intents: &'a str,
+    /// Whether readers wait, or have their turn (see `rw_read_acquire.lua`).
+    pub(crate) turn: &'a str,
+    /// Sorted set of readers' owner tokens -> lease end.
+    pub(crate) readers: &'a str,
 }
 
 /// What follows `base` in the name of the namespace's node marker: no
@@ -276,19 +299,16 @@ impl KeySpace {
         [self.base.as_str(), NODE_ROLE].concat()
     }
 
-    /// Every name the lock on `user` uses.
-    pub(crate) fn key(&self, user: &str) -> LockKey {
-        self.names(
-            KeyKind::Lock,
-            user,
-            [":", "-fence:", "-queue:", "-wait:", "-read:", "-record:"],
-        )
+    /// Every name the lease of `kind` on `user` uses (the roles the kind
+    /// names, see [`Kind::roles`]).
+    pub(crate) fn key(&self, kind: Kind, user: &str) -> LockKey {
+        self.names(kind, user, kind.roles())
     }
 
     /// The [`LockKey`] of `kind` on `user` whose names (`{tag}base{role}user`)
     /// have these `roles`: lock, fence, queue, waiters, readers and record;
     /// then the namespace's node marker.
-    fn names(&self, kind: KeyKind, user: &str, roles: [&str; 6]) -> LockKey {
+    fn names(&self, kind: Kind, user: &str, roles: [&str; 6]) -> LockKey {
         let (tag, marker_tag) = self.tags(user);
         let name_len = tag.len() + self.base.len() + user.len();
         let size = user.len()
@@ -318,32 +338,6 @@ impl KeySpace {
             names: names.into_boxed_str(),
             ends,
         }
-    }
-
-    /// The names of the read/write lock on `user`, for a reader or the
-    /// writer (`kind`): writer `base-rw:k`, readers `base-read:k`, writers'
-    /// intents `base-intent:k`, fencing counter `base-rwfence:k`, and in
-    /// `waiters` the readers' turn `base-rwturn:k`, all in the slot of the
-    /// lock on `user` when hash-tagged.
-    pub(crate) fn rwlock(&self, user: &str, kind: KeyKind) -> LockKey {
-        let roles = [
-            "-rw:",
-            "-rwfence:",
-            "-intent:",
-            "-rwturn:",
-            "-read:",
-            "-record:",
-        ];
-        self.names(kind, user, roles)
-    }
-
-    /// The names of the semaphore on `user`: its holder set `base-sem:k`, in
-    /// the slot of the lock on `user` when hash-tagged.
-    pub(crate) fn semaphore(&self, user: &str) -> LockKey {
-        let roles = [
-            "-sem:", "-fence:", "-queue:", "-wait:", "-read:", "-record:",
-        ];
-        self.names(KeyKind::Semaphore, user, roles)
     }
 
     /// When hash-tagged, `{tag}` of `user`'s slot and `{n}`, the tag of the
@@ -401,14 +395,10 @@ impl KeySpace {
     /// writers' intents, not another namespace's name).
     pub(crate) fn held_of<'a>(&self, name: &'a str) -> Option<(LockKind, &'a str)> {
         let rest = self.untagged(name)?.strip_prefix(self.base.as_str())?;
-        [
-            (":", LockKind::Lock),
-            ("-rw:", LockKind::ReadWrite),
-            ("-read:", LockKind::ReadWrite),
-            ("-sem:", LockKind::Semaphore),
-        ]
-        .into_iter()
-        .find_map(|(infix, kind)| Some((kind, rest.strip_prefix(infix)?)))
+        EVERY.iter().find_map(|kind| {
+            let user = kind.held_roles().find_map(|role| rest.strip_prefix(role))?;
+            Some((kind.public(), user))
+        })
     }
 
     /// `name` without its hash tag when hash-tagged; `None` if it has none.
@@ -458,14 +448,18 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::kind::Side;
 
     #[test]
     fn every_lock_of_a_namespace_shares_its_node_marker_which_on_a_cluster_is_in_the_locks_slot() {
         let keys = KeySpace::new("app".into());
-        assert_eq!(keys.key("k").node(), "app-node:");
-        assert_eq!(keys.semaphore("other").node(), "app-node:");
+        assert_eq!(keys.key(Kind::Lock, "k").node(), "app-node:");
+        assert_eq!(
+            keys.key(Kind::Semaphore { permits: 1 }, "other").node(),
+            "app-node:"
+        );
         let cluster = KeySpace::hash_tagged("app".into());
-        let tagged = cluster.key("order:{42}");
+        let tagged = cluster.key(Kind::Lock, "order:{42}");
         let marker_tag = slots::marker_tag(slots::slot("42"));
         assert_eq!(slots::slot(&marker_tag.to_string()), slots::slot("42"));
         assert_eq!(tagged.node(), format!("{{{marker_tag}}}app-node:"));
@@ -475,9 +469,12 @@ mod tests {
             .map(|i| format!("t{i}"))
             .find(|tag| tag != "42" && slots::slot(tag) == slots::slot("42"))
             .expect("another tag of the slot");
-        let neighbour = cluster.semaphore(&format!("stock:{{{same_slot}}}"));
+        let neighbour = cluster.key(
+            Kind::Semaphore { permits: 1 },
+            &format!("stock:{{{same_slot}}}"),
+        );
         assert_eq!(neighbour.node(), tagged.node(), "one marker per slot");
-        let odd = KeySpace::hash_tagged("}x{".into()).key("k");
+        let odd = KeySpace::hash_tagged("}x{".into()).key(Kind::Lock, "k");
         assert_eq!(
             odd.node_of_slot(slots::slot("42")),
             format!("{{{marker_tag}}}}}x{{-node:")
@@ -490,21 +487,32 @@ mod tests {
         assert_eq!(KeySpace::new("app".into()).namespace(), "app:");
         assert_eq!(KeySpace::new("lock:".into()).namespace(), "lock:");
         assert_eq!(KeySpace::new(String::new()).namespace(), ":");
-        let key = KeySpace::new("app".into()).key("k");
+        let key = KeySpace::new("app".into()).key(Kind::Lock, "k");
         assert_eq!(
-            (key.lock(), key.fence(), key.queue(), key.waiters()),
+            (
+                key.lock(),
+                key.fence(),
+                key.as_lock().queue,
+                key.as_lock().places
+            ),
             ("app:k", "app-fence:k", "app-queue:k", "app-wait:k")
         );
-        let semaphore = KeySpace::new("app".into()).semaphore("k");
+        let semaphore = KeySpace::new("app".into()).key(Kind::Semaphore { permits: 1 }, "k");
         assert_eq!(
             (semaphore.kind, semaphore.lock()),
-            (KeyKind::Semaphore, "app-sem:k")
+            (Kind::Semaphore { permits: 1 }, "app-sem:k")
         );
-        let rw = KeySpace::new("app".into()).rwlock("k", KeyKind::Read);
+        let rw = KeySpace::new("app".into()).key(Kind::ReadWrite(Side::Read), "k");
         assert_eq!(
-            (rw.kind, rw.lock(), rw.readers(), rw.queue(), rw.fence()),
             (
-                KeyKind::Read,
+                rw.kind,
+                rw.lock(),
+                rw.members(),
+                rw.as_rw().intents,
+                rw.fence()
+            ),
+            (
+                Kind::ReadWrite(Side::Read),
                 "app-rw:k",
                 "app-read:k",
                 "app-intent:k",
@@ -554,9 +562,14 @@ mod tests {
     fn lock_keys_give_back_their_user_keys_and_internal_keys_none() {
         for space in both_spaces() {
             for user in BRACED {
-                let key = space.key(user);
+                let key = space.key(Kind::Lock, user);
                 assert_eq!(space.user_key_of(key.lock()), Some(user));
-                for internal in [key.fence(), key.queue(), key.waiters(), key.record()] {
+                for internal in [
+                    key.fence(),
+                    key.as_lock().queue,
+                    key.as_lock().places,
+                    key.as_lock().record,
+                ] {
                     assert_eq!(space.user_key_of(internal), None, "{internal}");
                 }
             }
@@ -573,10 +586,13 @@ mod tests {
     fn held_names_of_every_kind_give_back_kind_and_user_key_and_internal_names_none() {
         for space in both_spaces() {
             for user in BRACED {
-                let (key, rw) = (space.key(user), space.rwlock(user, KeyKind::Write));
-                let semaphore = space.semaphore(user);
+                let (key, rw) = (
+                    space.key(Kind::Lock, user),
+                    space.key(Kind::ReadWrite(Side::Write), user),
+                );
+                let semaphore = space.key(Kind::Semaphore { permits: 1 }, user);
                 assert_eq!(space.held_of(key.lock()), Some((LockKind::Lock, user)));
-                for name in [rw.lock(), rw.readers()] {
+                for name in [rw.lock(), rw.members()] {
                     assert_eq!(space.held_of(name), Some((LockKind::ReadWrite, user)));
                 }
                 assert_eq!(
@@ -585,11 +601,11 @@ mod tests {
                 );
                 for internal in [
                     key.fence(),
-                    key.queue(),
-                    key.waiters(),
-                    key.record(),
+                    key.as_lock().queue,
+                    key.as_lock().places,
+                    key.as_lock().record,
                     rw.fence(),
-                    rw.queue(),
+                    rw.as_rw().intents,
                 ] {
                     assert_eq!(space.held_of(internal), None, "{internal}");
                 }
@@ -622,14 +638,14 @@ mod tests {
     ) -> [&'a str; 9] {
         [
             key.fence(),
-            key.queue(),
-            key.waiters(),
-            key.record(),
+            key.as_lock().queue,
+            key.as_lock().places,
+            key.as_lock().record,
             semaphore.lock(),
             rw.lock(),
             rw.fence(),
-            rw.queue(),
-            rw.readers(),
+            rw.as_rw().intents,
+            rw.members(),
         ]
     }
 
@@ -638,9 +654,9 @@ mod tests {
         for namespace in ["lock", "a{b}", "{", "}x{"] {
             let space = KeySpace::hash_tagged(namespace.into());
             for user in BRACED {
-                let key = space.key(user);
-                let semaphore = space.semaphore(user);
-                let rw = space.rwlock(user, KeyKind::Write);
+                let key = space.key(Kind::Lock, user);
+                let semaphore = space.key(Kind::Semaphore { permits: 1 }, user);
+                let rw = space.key(Kind::ReadWrite(Side::Write), user);
                 let markers = [key.node(), semaphore.node(), rw.node()];
                 let slots: Vec<u16> = std::iter::once(key.lock())
                     .chain(names_besides_the_lock(&key, &semaphore, &rw))
@@ -658,13 +674,16 @@ mod tests {
     #[test]
     fn a_user_hash_tag_decides_the_slot_as_it_would_in_plain_redis() {
         let space = KeySpace::hash_tagged("lock".into());
-        assert_eq!(slot(space.key("order:{42}:a").lock()), slot("order:{42}:a"));
         assert_eq!(
-            slot(space.key("order:{42}:a").lock()),
-            slot(space.key("order:{42}:b").lock())
+            slot(space.key(Kind::Lock, "order:{42}:a").lock()),
+            slot("order:{42}:a")
         );
         assert_eq!(
-            space.key("stock:1").lock(),
+            slot(space.key(Kind::Lock, "order:{42}:a").lock()),
+            slot(space.key(Kind::Lock, "order:{42}:b").lock())
+        );
+        assert_eq!(
+            space.key(Kind::Lock, "stock:1").lock(),
             "{0bfba0e5423746e4}lock:stock:1"
         );
     }
@@ -715,11 +734,17 @@ mod tests {
         ];
         for namespace in namespaces {
             let space = new(namespace.into());
-            let keys: Vec<LockKey> = users.iter().map(|user| space.key(user)).collect();
-            let semaphores: Vec<LockKey> = users.iter().map(|user| space.semaphore(user)).collect();
+            let keys: Vec<LockKey> = users
+                .iter()
+                .map(|user| space.key(Kind::Lock, user))
+                .collect();
+            let semaphores: Vec<LockKey> = users
+                .iter()
+                .map(|user| space.key(Kind::Semaphore { permits: 1 }, user))
+                .collect();
             let rwlocks: Vec<LockKey> = users
                 .iter()
-                .map(|user| space.rwlock(user, KeyKind::Read))
+                .map(|user| space.key(Kind::ReadWrite(Side::Read), user))
                 .collect();
             let internal: Vec<(&str, &str)> = keys
                 .iter()
@@ -750,19 +775,24 @@ mod tests {
     /// `keys`, each with the role it plays: no two (namespace, key, role)
     /// may share a name.
     fn names(keys: &KeySpace, user: &str) -> Vec<(String, &'static str)> {
-        let lock = keys.key(user);
-        let rw = keys.rwlock(user, KeyKind::Write);
+        let lock = keys.key(Kind::Lock, user);
+        let rw = keys.key(Kind::ReadWrite(Side::Write), user);
         vec![
             (lock.lock().to_owned(), "lock"),
             (lock.fence().to_owned(), "fence"),
-            (lock.queue().to_owned(), "queue"),
-            (lock.waiters().to_owned(), "wait"),
-            (lock.readers().to_owned(), "readers"),
-            (lock.record().to_owned(), "record"),
-            (keys.semaphore(user).lock().to_owned(), "semaphore"),
+            (lock.as_lock().queue.to_owned(), "queue"),
+            (lock.as_lock().places.to_owned(), "wait"),
+            (lock.members().to_owned(), "readers"),
+            (lock.as_lock().record.to_owned(), "record"),
+            (
+                keys.key(Kind::Semaphore { permits: 1 }, user)
+                    .lock()
+                    .to_owned(),
+                "semaphore",
+            ),
             (rw.lock().to_owned(), "writer"),
             (rw.fence().to_owned(), "writers' fence"),
-            (rw.queue().to_owned(), "intents"),
+            (rw.as_rw().intents.to_owned(), "intents"),
         ]
     }
 
@@ -775,7 +805,7 @@ mod tests {
     #[test]
     fn no_two_namespaces_keys_or_roles_share_a_name() {
         let mut pieces = vec!["", "a", "app", "lock", "-", ":", "-x", ":x", "x-", "{t}"];
-        let suffixes: Vec<String> = INTERNAL_ROLES
+        let suffixes: Vec<String> = internal_roles()
             .iter()
             .map(|role| format!("-{role}"))
             .collect();

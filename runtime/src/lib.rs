@@ -14,15 +14,18 @@
 //!   and why none collide), `token` (owner tokens and who holds them),
 //!   `validity` (how long a lease is certainly ours), `redact`, `telemetry`.
 //! - **`backend/`**: where locks live: one Redis server or a Redis Cluster
-//!   (every name of a lock in one hash slot), the primary Redis Sentinel
-//!   names (followed across failovers, `backend/sentinel`), Redlock over N
-//!   masters, or process memory. Each offers the same steps (try, unlock,
-//!   renew, fence, watch), dispatched in one place; the Redis ones run one
-//!   Lua script a step (`backend/redis/scripts`; a plain `SET NX PX` for an
-//!   uncontended attempt when no lock-delay is kept, and the granting
-//!   scripts under `backend/session`s that spare their check `INFO`), and
-//!   publish hand-offs and releases
-//!   that `backend/notify` turns into wake-ups of local wait queues
+//!   (`backend/redis`: transport, commands, the Lua in a folder per kind,
+//!   notifications; every name of a lock in one hash slot on a cluster),
+//!   the primary Redis Sentinel names (followed across failovers,
+//!   `backend/sentinel`), Redlock over N masters, or process memory
+//!   (`backend/memory`). Each offers the same kind-neutral steps (take,
+//!   release, renew, fence, inspect, force, watch), dispatched in one
+//!   place; each maps a kind to its scripts or its model in one file
+//!   (`redis/kinds.rs`, `memory/kinds.rs`). The Redis ones run one Lua
+//!   script a step (a plain `SET NX PX` for an uncontended attempt when no
+//!   lock-delay is kept, and the granting scripts under `redis/session`s
+//!   that spare their check `INFO`), and publish hand-offs and releases
+//!   that `redis/notify` turns into wake-ups of local wait queues
 //!   (`backend/wait_queue`).
 //! - **`lease/`**: one granted acquisition (key, owner token, fencing token
 //!   once asked for, held-until or lost), and how it starts
@@ -40,13 +43,16 @@
 //!   retried when one wakes it, the blocking lease would end or its place on
 //!   the server needs refreshing; an attempt in flight whose caller goes away
 //!   is undone (`acquire/pending`).
-//! - **`kinds/`**: what each kind asks of the engine and the guards it
-//!   returns: `lock`, several keys (`multi`), read/write locks (`rwlock`,
-//!   guards in `rw_guard`), semaphores, leader election, jobs once per
-//!   `period`.
+//! - **`kinds/`**: what each kind of lease is, described once (`kind`: its
+//!   names' roles, how it waits, how its lease is held; `rules`: the
+//!   options it takes, how it shares its key and re-enters), which the
+//!   engine and the backends read instead of asking which kind they run;
+//!   and the API and guards of each: `lock`, several keys (`multi`),
+//!   read/write locks (`rwlock`, guards in `rw_guard`), semaphores, leader
+//!   election, jobs once per `period`.
 //! - **`manager`**: the façade users hold; `builder` and `install` make it.
 //! - **`check`**: the start-up and readiness report of
-//!   `LockManager::check` (each node asked by `backend/probe`, and the
+//!   `LockManager::check` (each node asked by `backend/redis/probe`, and the
 //!   risks its settings carry).
 //! - **`admin`**: what operators ask (inspect, list, force release) and the
 //!   answers' types.

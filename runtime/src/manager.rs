@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
+use crate::kinds::kind::Kind;
 use crate::lease::registry::Leases;
 use crate::lease::seats::Seats;
 use crate::lease::watchdog::Watchdog;
@@ -234,13 +235,9 @@ impl LockManager {
         &self.inner.identity
     }
 
+    /// The names of the lock on `key` (see `keys`).
     pub(crate) fn lock_key(&self, key: &str) -> LockKey {
-        self.inner.keys.key(key)
-    }
-
-    /// The names of the semaphore on `key` (see `keys`).
-    pub(crate) fn semaphore_key(&self, key: &str) -> LockKey {
-        self.inner.keys.semaphore(key)
+        self.inner.keys.key(Kind::Lock, key)
     }
 
     /// Renews the leases `guards` own (not re-entered ones) together, in one

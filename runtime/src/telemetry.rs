@@ -28,7 +28,7 @@ use metrics::{Key, Label, Metadata, SharedString};
 use tracing::Instrument;
 
 use crate::hashing::FastMap;
-use crate::keys::KeyKind;
+use crate::kinds::kind::{Kind, KINDS};
 use crate::{LockError, LockOptions};
 
 /// Acquisitions by outcome.
@@ -102,8 +102,8 @@ static METADATA: Metadata<'static> =
 /// asked on every recording, so one installed later is used from then on.
 static KEPT: LazyLock<RwLock<KeptLabels>> = LazyLock::new(RwLock::default);
 
-/// Each `lock` label's keys, by kind ([`kind_index`]).
-type KeptLabels = FastMap<Arc<str>, [Option<Arc<LabelKeys>>; 4]>;
+/// Each `lock` label's keys, by kind ([`Kind::index`]).
+type KeptLabels = FastMap<Arc<str>, [Option<Arc<LabelKeys>>; KINDS]>;
 
 /// The `lock` and `kind` labels of an acquisition's metrics, with its
 /// metric keys.
@@ -183,16 +183,6 @@ impl LabelKeys {
     }
 }
 
-/// Index of `kind` in a [`KEPT`] entry.
-fn kind_index(kind: KeyKind) -> usize {
-    match kind {
-        KeyKind::Lock => 0,
-        KeyKind::Semaphore => 1,
-        KeyKind::Read => 2,
-        KeyKind::Write => 3,
-    }
-}
-
 fn counter(key: &Key) -> metrics::Counter {
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
 }
@@ -204,13 +194,13 @@ fn histogram(key: &Key) -> metrics::Histogram {
 impl MetricLabel {
     /// `lock`: the options' key template if known, else their label, else
     /// `unlabelled`; `kind`: what a key of `kind` holds.
-    pub(crate) fn new(options: &LockOptions, kind: KeyKind) -> Self {
+    pub(crate) fn new(options: &LockOptions, kind: Kind) -> Self {
         let lock: &str = options
             .template
             .as_deref()
             .or(options.label.as_deref())
             .unwrap_or(UNLABELLED);
-        let index = kind_index(kind);
+        let index = kind.index();
         let kept = KEPT
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -224,12 +214,12 @@ impl MetricLabel {
         let kinds = match kept.get_mut(lock) {
             Some(kinds) => kinds,
             None if full => {
-                return MetricLabel(Arc::new(LabelKeys::new(lock.into(), kind_label(kind))));
+                return MetricLabel(Arc::new(LabelKeys::new(lock.into(), kind.name())));
             }
             None => kept.entry(Arc::from(lock)).or_default(),
         };
-        let keys = kinds[index]
-            .get_or_insert_with(|| Arc::new(LabelKeys::new(lock.into(), kind_label(kind))));
+        let keys =
+            kinds[index].get_or_insert_with(|| Arc::new(LabelKeys::new(lock.into(), kind.name())));
         MetricLabel(Arc::clone(keys))
     }
 
@@ -333,16 +323,6 @@ impl MetricLabel {
     }
 }
 
-/// The `kind` label of a key of `kind`.
-fn kind_label(kind: KeyKind) -> &'static str {
-    match kind {
-        KeyKind::Lock => "lock",
-        KeyKind::Semaphore => "permit",
-        KeyKind::Read => "read",
-        KeyKind::Write => "write",
-    }
-}
-
 impl std::fmt::Display for MetricLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0.lock)
@@ -365,6 +345,7 @@ mod tests {
     use metrics::{Counter, Gauge, Histogram, KeyName, Recorder, Unit};
 
     use super::*;
+    use crate::kinds::kind::Side;
 
     /// A recorder that writes down each key registered with it.
     #[derive(Default)]
@@ -414,7 +395,7 @@ mod tests {
         let options = LockOptions::new().label("kept-keys-test");
         let (first, second) = (Registrations::default(), Registrations::default());
         for recorder in [&first, &second] {
-            let label = MetricLabel::new(&options, KeyKind::Write);
+            let label = MetricLabel::new(&options, Kind::ReadWrite(Side::Write));
             metrics::with_local_recorder(recorder, || {
                 label.held(Duration::from_millis(5), true);
                 label.renewals(RenewalOutcome::Refused, 2);
@@ -427,9 +408,9 @@ mod tests {
         ];
         assert_eq!(first.taken(), expected);
         assert_eq!(second.taken(), expected);
-        assert!(MetricLabel::new(&options, KeyKind::Write)
-            .same(&MetricLabel::new(&options, KeyKind::Write)));
-        assert!(!MetricLabel::new(&options, KeyKind::Write)
-            .same(&MetricLabel::new(&options, KeyKind::Read)));
+        assert!(MetricLabel::new(&options, Kind::ReadWrite(Side::Write))
+            .same(&MetricLabel::new(&options, Kind::ReadWrite(Side::Write))));
+        assert!(!MetricLabel::new(&options, Kind::ReadWrite(Side::Write))
+            .same(&MetricLabel::new(&options, Kind::ReadWrite(Side::Read))));
     }
 }

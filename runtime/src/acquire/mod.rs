@@ -51,11 +51,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::wait_queue::{Grant, WaitTicket, Wake, REFRESHES_KEPT};
-use crate::backend::{Attempt, Backend, Claim, PermitAttempt, Taking};
-use crate::keys::{KeyKind, LockKey};
+use crate::backend::{Attempt, Backend, Claim, Taking};
+use crate::keys::LockKey;
+use crate::kinds::kind::{Kind, Waiting};
 use crate::lease::body;
 use crate::lease::guard::LockGuard;
-use crate::lease::seats::Share;
 use crate::lease::{scope, Lease, Taken};
 use crate::options::MinReplicas;
 use crate::telemetry::MetricLabel;
@@ -104,206 +104,46 @@ struct Outage<'a> {
 /// Pause of a waiter when the backend did not say when the blocking lease ends.
 const UNKNOWN_PAUSE: Duration = Duration::from_millis(10);
 
-/// What an acquisition asks for: the kind's one atomic step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ask {
-    /// The plain lock on a key.
-    Lock,
-    /// One permit of a semaphore that admits `permits` holders.
-    Permit { permits: u32 },
-    /// A read lease of a read/write lock.
-    Read,
-    /// The write lease of a read/write lock.
-    Write,
-}
-
-impl Ask {
-    /// The kind's name in log lines: `lock`, `permit`, `read` or `write`.
-    fn name(self) -> &'static str {
-        match self {
-            Ask::Lock => "lock",
-            Ask::Permit { .. } => "permit",
-            Ask::Read => "read",
-            Ask::Write => "write",
-        }
-    }
-
-    /// The names the lease of `user`'s lock of this kind lives under.
-    fn key(self, manager: &LockManager, user: &str) -> LockKey {
-        let keys = manager.key_space();
-        match self {
-            Ask::Lock => keys.key(user),
-            Ask::Permit { .. } => keys.semaphore(user),
-            Ask::Read => keys.rwlock(user, KeyKind::Read),
-            Ask::Write => keys.rwlock(user, KeyKind::Write),
-        }
-    }
-
-    /// The ttl in ms once `options` are known to suit this kind, and the
-    /// replicas a lock must reach.
-    fn checked(
-        self,
-        user: &str,
-        options: &LockOptions,
-    ) -> Result<(u64, Option<MinReplicas>), LockError> {
-        let refuse = |what: &str, why: &str| {
-            Err(LockError::InvalidOptions(format!("{what} `{user}`: {why}")))
-        };
-        match self {
-            Ask::Lock => {
-                let ttl_ms = options.ttl_millis()?;
-                let replicas = options.replication()?;
-                options.hold()?;
-                return Ok((ttl_ms, replicas));
-            }
-            Ask::Permit { .. } | Ask::Read | Ask::Write => {
-                let (kind, kinds) = match self {
-                    Ask::Permit { .. } => ("semaphore", "permits"),
-                    _ => ("read/write lock", "read/write locks"),
-                };
-                if self == (Ask::Permit { permits: 0 }) {
-                    return refuse(
-                        kind,
-                        "permits must be at least 1: a semaphore of 0 permits admits nobody",
-                    );
-                }
-                if options.fenced && self != Ask::Write {
-                    return refuse(kind, match self {
-                        Ask::Read => "readers carry no fencing token; leave `fenced` off (writers' tokens are above every earlier writer's)",
-                        _ => "permits carry no fencing token; leave `fenced` off",
-                    });
-                }
-                let unsupported = [
-                    ("min_replicas", options.min_replicas.is_some()),
-                    ("hold_at_least", options.hold_at_least.is_some()),
-                ];
-                if let Some((option, _)) = unsupported.iter().find(|(_, set)| *set) {
-                    let why = format!("`{option}` is not supported for {kinds}; leave it off");
-                    return refuse(kind, &why);
-                }
-            }
-        }
-        Ok((options.ttl_millis()?, None))
-    }
-
-    /// How its lease shares the key with this process's other holders.
-    fn share(self) -> Share {
-        match self {
-            Ask::Lock | Ask::Write => Share::Alone,
-            Ask::Read => Share::Reader,
-            Ask::Permit { permits } => Share::OneOf(permits),
-        }
-    }
-
-    /// The guard of a nested acquisition of a lock whose `lease` the running
-    /// scope holds: the shared lease, unless the kinds do not allow it.
-    fn reenter(
-        self,
-        user: &str,
-        options: &LockOptions,
-        lease: Arc<Lease>,
-    ) -> Result<LockGuard, LockError> {
-        let key = user.to_owned();
-        match self {
-            // Another permit, not this one: the caller may itself keep the
-            // last permit from it.
-            Ask::Permit { .. } => return Err(LockError::AlreadyHeld { key }),
-            Ask::Write if lease.key.kind == KeyKind::Read => {
-                return Err(LockError::UpgradeRefused { key })
-            }
-            _ => {}
-        }
-        if !options.reentrant {
-            return Err(LockError::AlreadyHeld { key });
-        }
-        if lease.is_lost() {
-            tracing::warn!(
-                key,
-                "re-entry refused: the enclosing scope's lease on this key is lost"
-            );
-            return Err(LockError::LeaseLost { key });
-        }
-        tracing::debug!(key, kind = self.name(), "re-entered by its own scope");
-        Ok(LockGuard::reentered(lease))
-    }
-}
-
-/// The answer to one attempt, in the same words for every kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// Granted; `room_left` when another waiter may get in too (a reader
-    /// beside readers, a permit with more free), which passes the wake-up on.
-    Granted { room_left: bool },
-    /// Held elsewhere; the blocking lease ends in about `remaining`.
-    Busy { remaining: Option<Duration> },
-    /// The server is in its lock-delay for about `left` more.
-    Delayed { left: Duration },
-}
-
-impl From<Attempt> for Outcome {
-    fn from(attempt: Attempt) -> Self {
-        match attempt {
-            Attempt::Acquired => Outcome::Granted { room_left: false },
-            Attempt::Busy { remaining } => Outcome::Busy { remaining },
-            Attempt::Delayed { left } => Outcome::Delayed { left },
-        }
-    }
-}
-
-impl From<PermitAttempt> for Outcome {
-    fn from(attempt: PermitAttempt) -> Self {
-        match attempt {
-            PermitAttempt::Acquired { free } => Outcome::Granted {
-                room_left: free > 0,
-            },
-            PermitAttempt::Full { retry_in } => Outcome::Busy {
-                remaining: retry_in,
-            },
-            PermitAttempt::Delayed { left } => Outcome::Delayed { left },
-        }
-    }
-}
-
-/// Takes `ask` on `user`'s key, waiting up to the options' `wait`:
+/// Takes the lease of `kind` on `user`'s key, waiting up to the options' `wait`:
 /// `Timeout` when it ran out.
 pub(crate) async fn acquire(
     manager: &LockManager,
     user: &str,
-    ask: Ask,
+    kind: Kind,
     options: &LockOptions,
 ) -> Result<LockGuard, LockError> {
-    take(manager, user, ask, options, options.wait).await
+    take(manager, user, kind, options, options.wait).await
 }
 
-/// Takes `ask` on `user`'s key in one attempt: `None` when it is held
+/// Takes the lease of `kind` on `user`'s key in one attempt: `None` when it is held
 /// elsewhere.
 pub(crate) async fn try_acquire(
     manager: &LockManager,
     user: &str,
-    ask: Ask,
+    kind: Kind,
     options: &LockOptions,
 ) -> Result<Option<LockGuard>, LockError> {
     not_busy(
-        take(manager, user, ask, options, Duration::ZERO)
+        take(manager, user, kind, options, Duration::ZERO)
             .await
             .map(Some),
     )
 }
 
-/// Runs `body` holding `ask` on `user`'s key, taken as [`acquire`] takes
+/// Runs `body` holding the lease of `kind` on `user`'s key, taken as [`acquire`] takes
 /// it, in the body runner (`lease::body`). The body is boxed before this
 /// returns, so every future between the caller and the runner carries a
 /// pointer to it rather than a copy.
 pub(crate) fn with<'m, 'u, F: Future>(
     manager: &'m LockManager,
     user: &'u str,
-    ask: Ask,
+    kind: Kind,
     options: LockOptions,
     body: F,
 ) -> impl Future<Output = Result<F::Output, LockError>> + use<'m, 'u, F> {
     let body = Box::pin(body);
     async move {
-        let guard = acquire(manager, user, ask, &options).await?;
+        let guard = acquire(manager, user, kind, &options).await?;
         body::run(guard, options.on_lost, body).await
     }
 }
@@ -313,21 +153,21 @@ pub(crate) fn with<'m, 'u, F: Future>(
 pub(crate) fn try_with<'m, 'u, F: Future>(
     manager: &'m LockManager,
     user: &'u str,
-    ask: Ask,
+    kind: Kind,
     options: LockOptions,
     body: F,
 ) -> impl Future<Output = Result<Option<F::Output>, LockError>> + use<'m, 'u, F> {
     let body = Box::pin(body);
     async move {
-        let Some(guard) = try_acquire(manager, user, ask, &options).await? else {
-            tracing::debug!(key = user, kind = ask.name(), "held elsewhere: skipped");
+        let Some(guard) = try_acquire(manager, user, kind, &options).await? else {
+            tracing::debug!(key = user, kind = kind.name(), "held elsewhere: skipped");
             return Ok(None);
         };
         body::run(guard, options.on_lost, body).await.map(Some)
     }
 }
 
-/// Takes `ask` on `user`'s key within `wait`: a re-entry of the running
+/// Takes the lease of `kind` on `user`'s key within `wait`: a re-entry of the running
 /// scope's lease, or a new lease; `Timeout` when the wait ran out, `Busy`
 /// when one attempt (no `wait`) found it held; either names a lock-delay
 /// that refused the last attempt. Counted in the metrics and traced in a
@@ -335,16 +175,18 @@ pub(crate) fn try_with<'m, 'u, F: Future>(
 pub(crate) async fn take(
     manager: &LockManager,
     user: &str,
-    ask: Ask,
+    kind: Kind,
     options: &LockOptions,
     wait: Duration,
 ) -> Result<LockGuard, LockError> {
-    let key = ask.key(manager, user);
-    let label = MetricLabel::new(options, key.kind);
+    let key = manager.key_space().key(kind, user);
+    let label = MetricLabel::new(options, kind);
     // Not boxed: the states of waits, replicated and multi-node steps are
     // boxed where they start, which keeps this one small enough to carry.
     label
-        .observe(user, || run(manager, user, key, ask, options, wait, &label))
+        .observe(user, || {
+            run(manager, user, key, kind, options, wait, &label)
+        })
         .await
 }
 
@@ -352,23 +194,26 @@ async fn run(
     manager: &LockManager,
     user: &str,
     key: LockKey,
-    ask: Ask,
+    kind: Kind,
     options: &LockOptions,
     wait: Duration,
     label: &MetricLabel,
 ) -> Result<LockGuard, LockError> {
     manager.leases().ensure_open()?;
     non_empty(user)?;
-    let (ttl_ms, replicas) = ask.checked(user, options)?;
+    let (ttl_ms, replicas) = kind.checked(user, options)?;
     if let Some(lease) = scope::find(manager.leasing(), key.lock()) {
-        return ask.reenter(user, options, lease);
+        return kind.reenter(user, options, lease);
     }
     let backend = manager.backend();
-    let hands_off = ask == Ask::Lock && backend.hands_off();
-    let place = match ask {
-        Ask::Lock if hands_off => PLACE_KEPT,
-        Ask::Read | Ask::Write if !wait.is_zero() => PLACE_KEPT,
-        _ => Duration::ZERO,
+    let waiting = kind.waiting();
+    let hands_off = waiting == Waiting::Queues && backend.hands_off();
+    // How long a blocked waiter's place on the server lasts, and whether
+    // its first attempt already leaves one.
+    let (place, first_place) = match waiting {
+        Waiting::Queues if hands_off => (PLACE_KEPT, Duration::ZERO),
+        Waiting::KeepsPlace if !wait.is_zero() => (PLACE_KEPT, PLACE_KEPT),
+        _ => (Duration::ZERO, Duration::ZERO),
     };
     let mut request = Request {
         backend,
@@ -378,7 +223,6 @@ async fn run(
         token_label: options.label.as_deref(),
         ttl_ms,
         replicas,
-        ask,
         place,
         hands_off,
         label,
@@ -396,11 +240,6 @@ async fn run(
     // it listens. From then on, leaving without the lease (give up, error,
     // cancellation) gives back the place and whatever may have been granted
     // meanwhile.
-    let first_place = if ask == Ask::Lock {
-        Duration::ZERO
-    } else {
-        place
-    };
     if !first_place.is_zero() {
         request.hold_place();
     }
@@ -412,11 +251,11 @@ async fn run(
     // joins that queue at once: a plain `SET NX` would overtake a waiter
     // still between its first attempt and its place in the queue.
     let behind_local_waiters =
-        ask == Ask::Lock && !wait.is_zero() && backend.local_waiters(&key) > 0;
+        waiting == Waiting::Queues && !wait.is_zero() && backend.local_waiters(&key) > 0;
     let mut fence = None;
     let (outcome, sent) = if behind_local_waiters {
-        (Outcome::Busy { remaining: None }, started)
-    } else if ask == Ask::Lock && options.fenced {
+        (Attempt::Busy { remaining: None }, started)
+    } else if options.fenced && kind.fences_first_attempt() {
         let (attempt, issued) = request.attempt_with_fence().await;
         fence = issued;
         attempt?
@@ -424,26 +263,26 @@ async fn run(
         request.attempt(first_place, 0).await?
     };
     let mut taken = match outcome {
-        Outcome::Granted { .. } => Some(Taken {
+        Attempt::Granted { .. } => Some(Taken {
             sent,
             first_lease: None,
             waited: false,
         }),
-        Outcome::Busy { remaining } if wait.is_zero() => {
+        Attempt::Busy { remaining } if wait.is_zero() => {
             // A single server's first attempt is a plain `SET NX`, which
             // does not say how long the holder has left: asked separately.
             let remaining = match remaining {
-                None if ask == Ask::Lock => Box::pin(backend.inspect(&key))
+                None if kind.asks_remaining() => Box::pin(backend.inspect(&key))
                     .await
                     .ok()
                     .and_then(|state| state.remaining),
                 known => known,
             };
-            tracing::debug!(key = user, kind = ask.name(), holder_remaining = ?remaining, "busy");
+            tracing::debug!(key = user, kind = kind.name(), holder_remaining = ?remaining, "busy");
             return Err(busy(user, remaining));
         }
-        Outcome::Delayed { left } if wait.is_zero() => {
-            tracing::debug!(key = user, kind = ask.name(), lock_delay_left = ?left, "in the lock-delay");
+        Attempt::Delayed { left } if wait.is_zero() => {
+            tracing::debug!(key = user, kind = kind.name(), lock_delay_left = ?left, "in the lock-delay");
             return Err(LockError::Busy {
                 key: user.to_owned(),
                 remaining: Some(left),
@@ -457,7 +296,7 @@ async fn run(
             let queue_behind = behind_local_waiters && !hands_off;
             tracing::debug!(
                 key = user,
-                kind = ask.name(),
+                kind = kind.name(),
                 ?refused,
                 queue_behind,
                 "waiting"
@@ -473,16 +312,16 @@ async fn run(
     // to release or lose its lease, then asks the server again.
     let (taken, seat) = loop {
         let Some(granted) = taken else {
-            tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "gave up waiting");
+            tracing::debug!(key = user, kind = kind.name(), waited = ?started.elapsed(), "gave up waiting");
             return Err(request.timed_out(wait));
         };
-        let ends = match manager.seats().take(key.lock(), ask.share()) {
+        let ends = match manager.seats().take(key.lock(), kind.share()) {
             Ok(seat) => break (granted, seat),
             Err(ends) => ends,
         };
         fence = None;
         drop(request.start_over());
-        tracing::warn!(key = user, kind = ask.name(), "granted while another task of this manager holds it (a failover or a restart lost that holder's grant): given back, waiting for that holder to release or lose its lease");
+        tracing::warn!(key = user, kind = kind.name(), "granted while another task of this manager holds it (a failover or a restart lost that holder's grant): given back, waiting for that holder to release or lose its lease");
         if wait.is_zero() {
             let remaining = ends.map(|ends| ends.saturating_duration_since(Instant::now()));
             return Err(busy(user, remaining));
@@ -490,14 +329,14 @@ async fn run(
         let deadline = started.checked_add(wait);
         if !manager
             .seats()
-            .until_free(key.lock(), ask.share(), deadline)
+            .until_free(key.lock(), kind.share(), deadline)
             .await
         {
             return Err(request.timed_out(wait));
         }
         taken = Box::pin(request.wait(started, wait, false)).await?;
     };
-    tracing::debug!(key = user, kind = ask.name(), waited = ?started.elapsed(), "acquired");
+    tracing::debug!(key = user, kind = kind.name(), waited = ?started.elapsed(), "acquired");
     // No `.await` until the guard exists: the lease is owned by someone at
     // every point where the caller could go away.
     let token = request.settled();
@@ -527,7 +366,6 @@ struct Request<'a> {
     token_label: Option<&'a str>,
     ttl_ms: u64,
     replicas: Option<MinReplicas>,
-    ask: Ask,
     /// How long a blocked waiter's place on the server lasts; zero for none.
     place: Duration,
     /// Whether a release hands the lock to the first queued waiter.
@@ -567,30 +405,21 @@ impl<'a> Request<'a> {
         &mut self,
         place: Duration,
         seq: u64,
-    ) -> Result<(Outcome, Instant), LockError> {
+    ) -> Result<(Attempt, Instant), LockError> {
         let (backend, claim) = (self.backend, self.claim());
         let pending = PendingAcquire::new(backend, self.key, &self.token);
         let sent = Instant::now();
-        let outcome = match self.ask {
-            Ask::Lock => backend
-                .try_lock(
-                    claim,
-                    Taking {
-                        replicas: self.replicas,
-                        queue_for: place,
-                        seq,
-                    },
-                )
-                .await
-                .map(Outcome::from),
-            Ask::Permit { permits } => backend.try_permit(claim, permits).await.map(Outcome::from),
-            Ask::Read | Ask::Write => backend.try_rw(claim, place).await.map(Outcome::from),
+        let taking = Taking {
+            replicas: self.replicas,
+            place,
+            seq,
         };
+        let outcome = backend.take(claim, taking).await;
         pending.settled();
         let outcome = outcome?;
         self.longest_trip = self.longest_trip.max(sent.elapsed());
         self.delay_ends = match outcome {
-            Outcome::Delayed { left } => Some(Instant::now() + left),
+            Attempt::Delayed { left } => Some(Instant::now() + left),
             _ => None,
         };
         Ok((outcome, sent))
@@ -610,30 +439,27 @@ impl<'a> Request<'a> {
 
     /// The first attempt of a fenced lock, which also issues the lock's
     /// fencing token when it takes it (one script call on a single server,
-    /// see [`Backend::try_lock_fenced`]). The token (with when it was
+    /// see [`Backend::take_fenced`]). The token (with when it was
     /// answered) only if the attempt took the lock and the backend issued it
     /// to us. Undone if the caller goes away while it is in flight.
     async fn attempt_with_fence(
         &self,
     ) -> (
-        Result<(Outcome, Instant), LockError>,
+        Result<(Attempt, Instant), LockError>,
         Option<(u64, Instant)>,
     ) {
         let taking = Taking {
             replicas: self.replicas,
-            queue_for: Duration::ZERO,
+            place: Duration::ZERO,
             seq: 0,
         };
         let pending = PendingAcquire::new(self.backend, self.key, &self.token);
         let sent = Instant::now();
-        let reply = self.backend.try_lock_fenced(self.claim(), taking).await;
+        let reply = self.backend.take_fenced(self.claim(), taking).await;
         let answered = Instant::now();
         pending.settled();
         match reply {
-            Ok((attempt, fence)) => (
-                Ok((Outcome::from(attempt), sent)),
-                fence.map(|fence| (fence, answered)),
-            ),
+            Ok((attempt, fence)) => (Ok((attempt, sent)), fence.map(|fence| (fence, answered))),
             Err(err) => (Err(err), None),
         }
     }
@@ -719,20 +545,20 @@ impl<'a> Request<'a> {
             if let Some(ticket) = ticket.as_mut() {
                 // A waiter let in with room left passes its wake-up on to the
                 // next local waiter when its ticket is dropped.
-                if !matches!(outcome, Outcome::Granted { room_left: true }) {
+                if !matches!(outcome, Attempt::Granted { room_left: true }) {
                     ticket.wake_used();
                 }
             }
             let outcome = match outcome {
-                Outcome::Granted { .. } => {
+                Attempt::Granted { .. } => {
                     return Ok(Some(Taken {
                         sent,
                         first_lease: None,
                         waited: true,
                     }))
                 }
-                Outcome::Busy { remaining } => remaining,
-                Outcome::Delayed { left } => Some(left),
+                Attempt::Busy { remaining } => remaining,
+                Attempt::Delayed { left } => Some(left),
             };
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
@@ -939,7 +765,7 @@ impl<'a> Request<'a> {
     async fn confirm_grant(&mut self) -> Result<Option<Instant>, LockError> {
         if self.replicas.is_some() {
             let (outcome, sent) = self.attempt(self.place, 0).await?;
-            return Ok(matches!(outcome, Outcome::Granted { .. }).then_some(sent));
+            return Ok(matches!(outcome, Attempt::Granted { .. }).then_some(sent));
         }
         let sent = Instant::now();
         let confirmed = self.backend.confirm(self.claim()).await?;

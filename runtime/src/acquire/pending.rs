@@ -65,7 +65,7 @@ impl Drop for PendingAcquire<'_> {
         );
         tracing::debug!(key = %key.user(), "acquisition abandoned; giving back what it may have been granted");
         runtime.spawn(async move {
-            if let Err(err) = backend.unlock(&key, &token, true).await {
+            if let Err(err) = backend.release(&key, &token, true).await {
                 tracing::warn!(key = %key.user(), error = %err, "could not undo a cancelled acquisition; if it was granted, the lock expires after its TTL");
             }
         });

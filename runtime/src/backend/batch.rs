@@ -20,7 +20,7 @@ use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 
 use super::redis::scripts;
 use super::{Backend, Claim, RedisBackend};
-use crate::keys::KeyKind;
+use crate::kinds::kind::Holding;
 use crate::LockError;
 
 /// Most leases one script call renews.
@@ -99,15 +99,12 @@ fn hash_tag(name: &str) -> &str {
 /// Whether a lease is a plain key (a lock's or a writer's) rather than a
 /// member of a lease set (a semaphore's permit or a read lease).
 fn is_plain(claim: &Claim<'_>) -> bool {
-    matches!(claim.key.kind, KeyKind::Lock | KeyKind::Write)
+    claim.key.kind.holding() == Holding::Key
 }
 
 /// The key a lease lives at: its own, or its lease set.
 fn leased_name<'a>(claim: &Claim<'a>) -> &'a str {
-    match claim.key.kind {
-        KeyKind::Lock | KeyKind::Write | KeyKind::Semaphore => claim.key.lock(),
-        KeyKind::Read => claim.key.readers(),
-    }
+    claim.key.lease_name()
 }
 
 /// The claims in the order `renew_batch.lua` takes them: plain leases

@@ -1,34 +1,30 @@
-//! Where locks live. Every backend offers the same steps (try, release,
-//! renew, issue a fencing token, wait for a release), so guards, watchdog and
-//! the macro never need to know which one they talk to. Counting semaphores
-//! add one step, taking a permit ([`Backend::try_permit`]); a permit is
-//! released and renewed by the same steps as a lock, which run the
-//! semaphore's scripts for a key of [`KeyKind::Semaphore`](crate::keys::KeyKind::Semaphore). Read/write locks
-//! add one more, taking a read or write lease ([`Backend::try_rw`]), and are
-//! released and renewed in the same way for keys of [`KeyKind::Read`](crate::keys::KeyKind::Read) and
-//! [`KeyKind::Write`](crate::keys::KeyKind::Write).
+//! Where locks live. Every backend offers the same steps for every kind of
+//! lease (take, release, renew, issue a fencing token, inspect, force, wait
+//! for a release), so the engine, guards, watchdog and the macro never need
+//! to know which backend they talk to, nor which kind a step is for: the
+//! key says it ([`LockKey::kind`](crate::keys::LockKey)), and each backend
+//! maps it to that kind's scripts or in-memory model in one file of its own
+//! (`redis/kinds.rs`, `memory/kinds.rs`).
 
 mod memory;
 mod redis;
 mod redlock;
 mod sentinel;
+mod state;
 pub(crate) mod wait_queue;
 
 use std::time::Duration;
 
 pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::redis::admin::{
-    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
-};
 pub(crate) use self::redis::connection::RedisConfig;
 pub(crate) use self::redis::lock_delay::LockDelay;
-pub(crate) use self::redis::places::{PlaceRefresh, PlacesSeen};
-pub(crate) use self::redis::semaphore::PermitAttempt;
+pub(crate) use self::redis::place_refresh::{PlaceRefresh, PlacesSeen};
 pub(crate) use self::redis::tls::TlsConfig;
 pub(crate) use self::redis::RedisBackend;
 pub(crate) use self::redlock::RedlockBackend;
 pub(crate) use self::sentinel::discovery::{SentinelCredentials, Sentinels};
 pub(crate) use self::sentinel::SentinelBackend;
+pub(crate) use self::state::{Evicted, State, MOST_WAITERS_SHOWN};
 
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, LockDelayState};
@@ -53,29 +49,37 @@ impl Claim<'_> {
     }
 }
 
-/// How one attempt takes a plain lock: the replicas a granted lock must
-/// reach (`None`: no check), how long a blocked waiter keeps its place in
-/// the key's queue (zero: it keeps none), and the waiter's number for this
+/// How one attempt takes a lease: the replicas a granted lock must reach
+/// (`None`: no check), how long a blocked waiter keeps its place (a lock
+/// waiter's in the key's queue, a writer's intent, a reader's mark that
+/// readers wait; zero: it keeps none), and the waiter's number for this
 /// place refresh, which a release's grant names (0: none; see
 /// `release.lua`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Taking {
     pub(crate) replicas: Option<MinReplicas>,
-    pub(crate) queue_for: Duration,
+    pub(crate) place: Duration,
     pub(crate) seq: u64,
 }
 
-/// The outcome of one acquisition attempt.
+/// The outcome of one acquisition attempt, in the same words for every kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// We hold the lock now (its fencing token is issued on request, see
-    /// [`Backend::fence`], or with the lock, see [`Backend::try_lock_fenced`]).
-    Acquired,
+    /// We hold the lease now (a lock's fencing token is issued on request,
+    /// see [`Backend::fence`], or with the lock, see
+    /// [`Backend::take_fenced`]); `room_left` when another waiter may get
+    /// in too (a permit with more free), which passes the wake-up on.
+    Granted { room_left: bool },
     /// Someone else holds it; their lease has about this much left.
     Busy { remaining: Option<Duration> },
     /// The server grants nothing for about `left` more: it is in its
     /// lock-delay (see `lock_delay`), whoever holds the key.
     Delayed { left: Duration },
+}
+
+impl Attempt {
+    /// Granted, with no room left for another waiter.
+    pub(crate) const GRANTED: Attempt = Attempt::Granted { room_left: false };
 }
 
 /// One of the lock stores.
@@ -109,73 +113,46 @@ macro_rules! dispatch {
 }
 
 impl Backend {
-    /// One atomic attempt: take the lock with a TTL, or report the holder's remaining TTL.
-    /// With `replicas`, a granted lock must also reach that many replicas (the
-    /// in-memory backend ignores it, Redlock refuses it). A non-zero
-    /// `queue_for` keeps a place in the key's waiter queue for that long when
-    /// the lock is busy, so that a release hands it over in arrival order
-    /// (single Redis server only; the others wake waiters instead).
-    pub(crate) async fn try_lock(
+    /// One atomic attempt to take the lease of `claim` (of the key's kind)
+    /// for its ttl, or report how long the blocking lease has left. With
+    /// `replicas`, a granted lock must also reach that many replicas (the
+    /// in-memory backend ignores it, Redlock refuses it). Blocked, a non-zero
+    /// `place` keeps the waiter's place for that long (see [`Taking`]):
+    /// a lock's place in the key's queue, so that a release hands it over
+    /// in arrival order (one server; the others wake waiters instead), a
+    /// writer's intent, which holds new readers back, or a reader's mark
+    /// that readers wait, which gives them a turn when the writer leaves.
+    /// Redlock refuses every kind but locks with `InvalidOptions`.
+    pub(crate) async fn take(
         &self,
         claim: Claim<'_>,
         taking: Taking,
     ) -> Result<Attempt, LockError> {
         dispatch!(self,
-            server => server.try_lock(claim, taking).await,
-            memory => memory.try_lock(claim))
+            server => server.take(claim, taking).await,
+            memory => memory.take(claim, taking))
     }
 
-    /// One atomic attempt to take a permit of the semaphore `key` (of
-    /// [`KeyKind::Semaphore`](crate::keys::KeyKind::Semaphore)) for `ttl_ms`, if fewer than `permits` are held.
-    /// Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn try_permit(
-        &self,
-        claim: Claim<'_>,
-        permits: u32,
-    ) -> Result<PermitAttempt, LockError> {
-        dispatch!(self,
-            server => server.try_permit(claim, permits).await,
-            memory => memory.try_permit(claim, permits))
-    }
-
-    /// One atomic attempt on the read/write lock `key`: a read lease for a
-    /// key of [`KeyKind::Read`](crate::keys::KeyKind::Read), the write lease for [`KeyKind::Write`](crate::keys::KeyKind::Write), for
-    /// `ttl_ms`. `Busy` says how long the blocking lease (or writer's
-    /// intent) has left. Blocked, a writer keeps an intent, which holds new
-    /// readers back, and a reader marks that readers wait, which gives them
-    /// a turn when the writer leaves, for `place` unless that is zero.
-    /// Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn try_rw(
-        &self,
-        claim: Claim<'_>,
-        place: Duration,
-    ) -> Result<Attempt, LockError> {
-        dispatch!(self,
-            server => server.try_rw(claim, place).await,
-            memory => memory.try_rw(claim, place))
-    }
-
-    /// Deletes the lock if `token` still owns it and wakes waiters; `Ok(false)` if it was no longer ours.
-    /// For a semaphore: gives the permit back; for a read/write lock: the
-    /// read or write lease, and a waiting writer's intent. A lock taken
-    /// `after_wait` is released by the script, which also clears the
-    /// record of its grant.
-    pub(crate) async fn unlock(
+    /// Gives back the lease of `token` on `key` if it still holds it, and
+    /// wakes waiters; `Ok(false)` if it was no longer ours. A waiting
+    /// writer's intent goes too. A lock taken `after_wait` is released by
+    /// the script, which also clears the record of its grant.
+    pub(crate) async fn release(
         &self,
         key: &LockKey,
         token: &OwnerToken,
         after_wait: bool,
     ) -> Result<bool, LockError> {
         dispatch!(self,
-            server => server.unlock(key, token, after_wait).await,
-            memory => memory.unlock(key, token))
+            server => server.release(key, token, after_wait).await,
+            memory => memory.release(key, token))
     }
 
-    /// Ends the lock at once where that needs no I/O (the in-memory table):
-    /// deletes it, or within `hold_left` of its `hold_at_least` sets its TTL
-    /// to that, and says whether it was still ours. `None` on the backends
-    /// whose release must travel to a server.
-    pub(crate) fn end_in_place(
+    /// Releases the lease at once where that needs no I/O (the in-memory
+    /// table): gives it back, or within `hold_left` of its `hold_at_least`
+    /// keeps it that long, and says whether it was still ours. `None` on the
+    /// backends whose release must travel to a server.
+    pub(crate) fn release_in_place(
         &self,
         key: &LockKey,
         token: &OwnerToken,
@@ -190,7 +167,7 @@ impl Backend {
                 token,
                 ttl_ms: millis(left),
             }),
-            None => memory.unlock(key, token),
+            None => memory.release(key, token),
         })
     }
 
@@ -230,7 +207,7 @@ impl Backend {
         }
     }
 
-    /// One attempt, as [`try_lock`](Self::try_lock), that also issues the
+    /// One attempt on a lock, as [`take`](Self::take), that also issues the
     /// fencing token of the lock it takes (see [`fence`](Self::fence)): the
     /// token only when granted and issued to this claim. On one server
     /// (Redis, Sentinel's primary, a Cluster's) without `replicas`, one
@@ -239,32 +216,30 @@ impl Backend {
     /// beside the attempt, so both answers come back in one round trip; a
     /// request answered before the lock was taken gets no token (the lease
     /// asks again on request), and one that failed is dropped.
-    pub(crate) async fn try_lock_fenced(
+    pub(crate) async fn take_fenced(
         &self,
         claim: Claim<'_>,
         taking: Taking,
     ) -> Result<(Attempt, Option<u64>), LockError> {
         let in_one_call = taking.replicas.is_none();
         match self {
-            Backend::Redis(server) if in_one_call => server.try_lock_fenced(claim).await,
+            Backend::Redis(server) if in_one_call => server.take_fenced(claim).await,
             Backend::Sentinel(sentinel) if in_one_call => {
                 Box::pin(
-                    sentinel.on_primary(async |server: &RedisBackend| {
-                        server.try_lock_fenced(claim).await
-                    }),
+                    sentinel
+                        .on_primary(async |server: &RedisBackend| server.take_fenced(claim).await),
                 )
                 .await
             }
             _ => {
                 // Boxed: two steps' states at once, on the backends
                 // whose steps are large already.
-                let (attempt, fence) = Box::pin(async {
-                    tokio::join!(self.try_lock(claim, taking), self.fence(claim))
-                })
-                .await;
+                let (attempt, fence) =
+                    Box::pin(async { tokio::join!(self.take(claim, taking), self.fence(claim)) })
+                        .await;
                 let attempt = attempt?;
                 let fence = match (attempt, fence) {
-                    (Attempt::Acquired, Ok(fence)) => fence,
+                    (Attempt::Granted { .. }, Ok(fence)) => fence,
                     _ => None,
                 };
                 Ok((attempt, fence))
@@ -353,52 +328,28 @@ impl Backend {
         }
     }
 
-    /// What the backend holds for `key` now, for operators.
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    /// What the backend holds for `key` now, for operators: its holder,
+    /// member leases, waiters and fencing counter, as its kind has them.
+    /// Reads only. Redlock refuses every kind but locks.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<State, LockError> {
         dispatch!(self,
             server => server.inspect(key).await,
             memory => memory.inspect(key))
     }
 
-    /// The holders of the semaphore or read/write lock `key` now (its
-    /// writer and waiting writers too); reads only.
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
+    /// Frees `key` whoever holds it (a lock, every permit, a read/write
+    /// lock's writer and readers) and raises its fencing counter above
+    /// every token issued before; waiters are woken, a read/write lock's
+    /// waiting writers keep their intents. Redlock refuses every kind but
+    /// locks.
+    pub(crate) async fn force(&self, key: &LockKey) -> Result<Evicted, LockError> {
         dispatch!(self,
-            server => server.inspect_shared(key).await,
-            memory => memory.inspect_shared(key))
-    }
-
-    /// Frees `key` whoever holds it and raises its fencing counter above
-    /// every token issued before; waiters are woken.
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        dispatch!(self,
-            server => server.force_release(key).await,
-            memory => memory.force_release(key))
-    }
-
-    /// Takes back every permit of the semaphore `key` whoever holds them and
-    /// wakes its waiters. Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        dispatch!(self,
-            server => server.force_release_semaphore(key).await,
-            memory => memory.force_release_semaphore(key))
-    }
-
-    /// Frees the read/write lock `key` (its writer and every reader)
-    /// whoever holds it, raises its writers' fencing counter above every
-    /// writer's token issued before, and wakes its waiters; waiting writers
-    /// keep their intents. Redlock refuses with `InvalidOptions`.
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        dispatch!(self,
-            server => server.force_release_rw(key).await,
-            memory => memory.force_release_rw(key))
+            server => server.force(key).await,
+            memory => memory.force(key))
     }
 
     /// Whether this backend holds only plain locks: Redlock, which refuses
-    /// semaphores and read/write locks.
+    /// the other kinds (see [`Kind::on_redlock`](crate::kinds::kind::Kind)).
     pub(crate) fn holds_only_plain_locks(&self) -> bool {
         matches!(self, Backend::Redlock(_))
     }

@@ -96,7 +96,7 @@ use redis::aio::ConnectionManager;
 use redis::RedisError;
 
 use super::batch::{renew_each, Renewal};
-use super::redis::admin::{self, Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use super::redis::admin;
 use super::redis::commands::{acquire, fence_retention_ms, issue_fence, release, renew};
 use super::redis::connection::{lock_error, manager_config, open_manager, RedisConfig};
 use super::redis::lock_delay::NodeCheck;
@@ -106,10 +106,11 @@ use super::redis::probe::{probe, settle, Needs, Via};
 use super::redis::scripts;
 use super::redis::target::Target;
 use super::redis::tls::TlsConfig;
-use super::{Attempt, Claim, PermitAttempt, Taking};
+use super::state::{Evicted, State};
+use super::{Attempt, Claim, Taking};
 use crate::backend::wait_queue::WaitTicket;
 use crate::check::{CheckReport, NodeRole};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
 use crate::token::OwnerToken;
 use crate::validity;
 use crate::{redact_url, LockError};
@@ -161,19 +162,6 @@ struct Tally {
     failed: Vec<(usize, LockError)>,
 }
 
-/// The steps of the shared kinds (a permit, a read/write lease) that Redlock
-/// refuses, each as `step(its extra argument) -> what it would answer`: an
-/// `InvalidOptions` saying why, for the claim's key.
-macro_rules! refused_steps {
-    ($($(#[$doc:meta])* $step:ident($arg:ident: $arg_type:ty) -> $answer:ty;)+) => {$(
-        $(#[$doc])*
-        pub(crate) async fn $step(&self, claim: Claim<'_>, $arg: $arg_type) -> Result<$answer, LockError> {
-            let _ = $arg;
-            Err(Self::refuse_shared(claim.key))
-        }
-    )+};
-}
-
 impl RedlockBackend {
     /// Checks every node at once without taking a lock (see `probe`), using
     /// the names of `key`, which no lock uses. A node that fails stays in
@@ -218,23 +206,6 @@ impl RedlockBackend {
             )));
         }
         Ok(report)
-    }
-
-    /// The refusal of every semaphore step (see the module's documentation).
-    fn refuse_semaphore(key: &LockKey) -> LockError {
-        LockError::InvalidOptions(format!(
-            "semaphore `{}`: Redlock cannot bound the holders of a semaphore, as each node counts its own; use a single Redis server, Sentinel or a Redis Cluster for semaphores (a manager of its own if your locks stay on Redlock)",
-            key.user()
-        ))
-    }
-
-    /// The refusal of every read/write lock step (see the module's
-    /// documentation).
-    fn refuse_rwlock(key: &LockKey) -> LockError {
-        LockError::InvalidOptions(format!(
-            "read/write lock `{}`: Redlock does not support read/write locks; use a single Redis server, Sentinel or a Redis Cluster for read/write locks (a manager of its own if your locks stay on Redlock)",
-            key.user()
-        ))
     }
 
     /// Connects to every node at once. Fails with `InvalidUrl` for a bad URL,
@@ -319,15 +290,17 @@ impl RedlockBackend {
         })
     }
 
-    /// One round on all nodes; see the module documentation.
+    /// One round on all nodes; see the module documentation. Only locks:
+    /// every other kind is refused, as [`Kind::on_redlock`](crate::kinds::kind::Kind::on_redlock) says why.
     /// Redlock keeps no waiter queue: a release wakes waiters, so
-    /// `taking.queue_for` asks for nothing here.
-    pub(crate) async fn try_lock(
+    /// `taking.place` asks for nothing here.
+    pub(crate) async fn take(
         &self,
         claim: Claim<'_>,
         taking: Taking,
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
+        key.kind.on_redlock(key.user())?;
         if taking.replicas.is_some() {
             return Err(LockError::InvalidOptions(
                 "min_replicas is for one master with replicas; Redlock nodes are independent masters, and its quorum keeps a lock through the loss of a node".into(),
@@ -348,7 +321,7 @@ impl RedlockBackend {
             |mut node| async move { acquire(&mut node, claim, Duration::ZERO, 0, NodeCheck::OFF).await },
             |index, reply| {
                 match reply {
-                    Ok(Attempt::Acquired) => round.granted += 1,
+                    Ok(Attempt::Granted { .. }) => round.granted += 1,
                     Ok(Attempt::Busy { remaining }) => round.busy.push(remaining),
                     // Its nodes keep no lock-delay (`NodeCheck::OFF`).
                     Ok(Attempt::Delayed { left }) => round.busy.push(Some(left)),
@@ -361,7 +334,7 @@ impl RedlockBackend {
         if round.granted >= quorum {
             let elapsed = started.elapsed();
             if elapsed < validity::validity(ttl) {
-                return Ok(Attempt::Acquired);
+                return Ok(Attempt::GRANTED);
             }
             tracing::debug!(key = %key.user(), ?elapsed, "Redlock quorum granted, but too late; releasing");
         }
@@ -385,7 +358,7 @@ impl RedlockBackend {
     }
 
     /// Releases on every node; ours iff a quorum deleted it.
-    pub(crate) async fn unlock(
+    pub(crate) async fn release(
         &self,
         key: &LockKey,
         token: &OwnerToken,
@@ -497,11 +470,13 @@ impl RedlockBackend {
     /// The lock as a quorum of nodes sees it: the holder whose token a
     /// quorum holds (none otherwise), the least time it has left on those
     /// nodes, and the highest fencing counter of any node. Fails unless a
-    /// quorum answered.
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    /// quorum answered. Every kind but locks is refused, as
+    /// [`Kind::on_redlock`](crate::kinds::kind::Kind::on_redlock) says why.
+    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<State, LockError> {
+        key.kind.on_redlock(key.user())?;
         let states = self
             .answers_of_a_quorum("the inspection", |mut node| async move {
-                admin::inspect(&mut node, key).await
+                admin::inspect_lock(&mut node, key).await
             })
             .await?;
         let holder = self.quorum_holder(states.iter().map(|state| state.holder.as_ref()));
@@ -512,21 +487,23 @@ impl RedlockBackend {
                 .filter_map(|state| state.remaining)
                 .min()
         });
-        Ok(LockState {
+        Ok(State {
             holder,
             remaining,
             fence: states.iter().filter_map(|state| state.fence).max(),
-            ..LockState::default()
+            ..State::default()
         })
     }
 
     /// Frees the lock on every node whoever holds it and raises every
     /// node's fencing counter; fails unless a quorum did. The evicted holder
-    /// is the one a quorum of nodes named; the counter the highest.
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
+    /// is the one a quorum of nodes named; the counter the highest. Every
+    /// kind but locks is refused, as for [`inspect`](Self::inspect).
+    pub(crate) async fn force(&self, key: &LockKey) -> Result<Evicted, LockError> {
+        key.kind.on_redlock(key.user())?;
         let evictions = self
             .answers_of_a_quorum("the forced release", |mut node| async move {
-                admin::force_release(&mut node, key, false).await
+                admin::force_lock(&mut node, key, false).await
             })
             .await?;
         let holder = self.quorum_holder(evictions.iter().map(|evicted| evicted.holder.as_ref()));
@@ -535,7 +512,11 @@ impl RedlockBackend {
             .map(|evicted| evicted.fence)
             .max()
             .unwrap_or(0);
-        Ok(Evicted { holder, fence })
+        Ok(Evicted {
+            holder,
+            fence,
+            ..Evicted::default()
+        })
     }
 
     /// The answers to `op` of every node that answered within the response
@@ -576,40 +557,6 @@ impl RedlockBackend {
                 named.count() >= self.quorum
             })
             .cloned()
-    }
-
-    refused_steps! {
-        /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
-        try_permit(permits: u32) -> PermitAttempt;
-        /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
-        try_rw(place: Duration) -> Attempt;
-    }
-
-    /// Refused, as every semaphore and read/write lock step is.
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        Err(Self::refuse_shared(key))
-    }
-
-    /// Refused: see [`refuse_semaphore`](Self::refuse_semaphore).
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        Err(Self::refuse_semaphore(key))
-    }
-
-    /// Refused: see [`refuse_rwlock`](Self::refuse_rwlock).
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        Err(Self::refuse_rwlock(key))
-    }
-
-    /// The refusal of a step on `key`, a semaphore's or a read/write lock's.
-    fn refuse_shared(key: &LockKey) -> LockError {
-        if key.kind == KeyKind::Semaphore {
-            Self::refuse_semaphore(key)
-        } else {
-            Self::refuse_rwlock(key)
-        }
     }
 
     /// The keys matching `pattern` on any node that answers; fails unless a

@@ -2,7 +2,8 @@
 
 use std::future::Future;
 
-use crate::acquire::{self, Ask};
+use crate::acquire;
+use crate::kinds::kind::Kind;
 use crate::{LockError, LockGuard, LockManager, LockOptions};
 
 impl LockManager {
@@ -31,7 +32,7 @@ impl LockManager {
     /// # }
     /// ```
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard, LockError> {
-        acquire::acquire(self, key, Ask::Lock, &options).await
+        acquire::acquire(self, key, Kind::Lock, &options).await
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds `key`.
@@ -51,7 +52,7 @@ impl LockManager {
         key: &str,
         options: LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
-        acquire::try_acquire(self, key, Ask::Lock, &options).await
+        acquire::try_acquire(self, key, Kind::Lock, &options).await
     }
 
     /// Runs `body` while holding the lock on `key`: acquires first (as
@@ -86,7 +87,7 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(self, key, Ask::Lock, options, body).await
+        acquire::with(self, key, Kind::Lock, options, body).await
     }
 
     /// As [`with_lock`](Self::with_lock), but with one attempt: when someone
@@ -100,6 +101,6 @@ impl LockManager {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(self, key, Ask::Lock, options, body).await
+        acquire::try_with(self, key, Kind::Lock, options, body).await
     }
 }

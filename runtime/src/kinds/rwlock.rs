@@ -9,7 +9,13 @@
 
 use std::future::Future;
 
-use crate::acquire::{self, Ask};
+use crate::acquire;
+use crate::kinds::kind::{Kind, Side};
+
+/// A read lease's kind.
+const READ: Kind = Kind::ReadWrite(Side::Read);
+/// The write lease's kind.
+const WRITE: Kind = Kind::ReadWrite(Side::Write);
 use crate::kinds::rw_guard::{ReadGuard, WriteGuard};
 use crate::{LockError, LockManager, LockOptions};
 
@@ -121,7 +127,7 @@ impl RwLock {
     /// zero ttl or a Redlock manager, and `Connection` when Redis is
     /// unreachable. Cancel-safe.
     pub async fn acquire_read(&self, options: LockOptions) -> Result<ReadGuard, LockError> {
-        let guard = acquire::acquire(&self.manager, &self.key, Ask::Read, &options).await?;
+        let guard = acquire::acquire(&self.manager, &self.key, READ, &options).await?;
         Ok(ReadGuard::new(guard.into_held()))
     }
 
@@ -132,7 +138,7 @@ impl RwLock {
         &self,
         options: LockOptions,
     ) -> Result<Option<ReadGuard>, LockError> {
-        let guard = acquire::try_acquire(&self.manager, &self.key, Ask::Read, &options).await?;
+        let guard = acquire::try_acquire(&self.manager, &self.key, READ, &options).await?;
         Ok(guard.map(|guard| ReadGuard::new(guard.into_held())))
     }
 
@@ -146,7 +152,7 @@ impl RwLock {
     /// aside). Cancel-safe: dropped at any `.await`, it leaves neither the
     /// lock nor its intent behind.
     pub async fn acquire_write(&self, options: LockOptions) -> Result<WriteGuard, LockError> {
-        let guard = acquire::acquire(&self.manager, &self.key, Ask::Write, &options).await?;
+        let guard = acquire::acquire(&self.manager, &self.key, WRITE, &options).await?;
         Ok(WriteGuard::new(guard.into_held()))
     }
 
@@ -157,7 +163,7 @@ impl RwLock {
         &self,
         options: LockOptions,
     ) -> Result<Option<WriteGuard>, LockError> {
-        let guard = acquire::try_acquire(&self.manager, &self.key, Ask::Write, &options).await?;
+        let guard = acquire::try_acquire(&self.manager, &self.key, WRITE, &options).await?;
         Ok(guard.map(|guard| WriteGuard::new(guard.into_held())))
     }
 
@@ -174,7 +180,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, Ask::Read, options, body).await
+        acquire::with(&self.manager, &self.key, READ, options, body).await
     }
 
     /// Runs `body` holding the write lease, as [`with_read`](Self::with_read)
@@ -186,7 +192,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, Ask::Write, options, body).await
+        acquire::with(&self.manager, &self.key, WRITE, options, body).await
     }
 
     /// As [`with_read`](Self::with_read), with one attempt: when a writer
@@ -197,7 +203,7 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, Ask::Read, options, body).await
+        acquire::try_with(&self.manager, &self.key, READ, options, body).await
     }
 
     /// As [`with_write`](Self::with_write), with one attempt: when readers
@@ -208,6 +214,6 @@ impl RwLock {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, Ask::Write, options, body).await
+        acquire::try_with(&self.manager, &self.key, WRITE, options, body).await
     }
 }

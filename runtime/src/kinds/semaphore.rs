@@ -9,7 +9,8 @@
 
 use std::future::Future;
 
-use crate::acquire::{self, Ask};
+use crate::acquire;
+use crate::kinds::kind::Kind;
 use crate::lease::guard::{derefs_to_held_lease, HeldLease, LockGuard};
 use crate::{LockError, LockManager, LockOptions};
 
@@ -124,14 +125,14 @@ impl Semaphore {
     /// body of this semaphore, and `Connection` when Redis is unreachable.
     /// Cancel-safe: dropped at any `.await`, it leaves no permit behind.
     pub async fn acquire(&self, options: LockOptions) -> Result<Permit, LockError> {
-        let guard = acquire::acquire(&self.manager, &self.key, self.ask(), &options).await?;
+        let guard = acquire::acquire(&self.manager, &self.key, self.kind(), &options).await?;
         Ok(Permit::new(guard))
     }
 
     /// One attempt, no waiting: `Ok(None)` when all N permits are held.
     /// Errors as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<Permit>, LockError> {
-        let guard = acquire::try_acquire(&self.manager, &self.key, self.ask(), &options).await?;
+        let guard = acquire::try_acquire(&self.manager, &self.key, self.kind(), &options).await?;
         Ok(guard.map(Permit::new))
     }
 
@@ -149,7 +150,7 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError> {
-        acquire::with(&self.manager, &self.key, self.ask(), options, body).await
+        acquire::with(&self.manager, &self.key, self.kind(), options, body).await
     }
 
     /// As [`with_permit`](Self::with_permit), with one attempt: when all N
@@ -160,12 +161,12 @@ impl Semaphore {
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError> {
-        acquire::try_with(&self.manager, &self.key, self.ask(), options, body).await
+        acquire::try_with(&self.manager, &self.key, self.kind(), options, body).await
     }
 
-    /// What an acquisition of this semaphore asks for.
-    fn ask(&self) -> Ask {
-        Ask::Permit {
+    /// The kind of its leases: permits of a semaphore of its permits.
+    pub(crate) fn kind(&self) -> Kind {
+        Kind::Semaphore {
             permits: self.permits,
         }
     }

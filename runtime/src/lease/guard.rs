@@ -233,7 +233,7 @@ enum Sent {
 /// runtime running, the lock expires after its TTL, with a warning.
 fn spawn_release(lease: &Arc<Lease>, sent: Sent) {
     let backend = &lease.leasing.backend;
-    if let Some(owned) = backend.end_in_place(&lease.key, &lease.token, lease.hold_left()) {
+    if let Some(owned) = backend.release_in_place(&lease.key, &lease.token, lease.hold_left()) {
         if sent == Sent::First {
             let _ = settle(lease, Ok(owned));
         }

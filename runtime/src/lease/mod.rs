@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 use crate::backend::{Backend, Claim};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
 use crate::lease::registry::Leases;
 use crate::lease::seats::Seat;
 use crate::lease::status::{LeaseStatus, StatusCell};
@@ -262,7 +262,7 @@ impl Lease {
                 }
                 Ok(kept)
             }
-            None => backend.unlock(&self.key, &self.token, self.waited).await,
+            None => backend.release(&self.key, &self.token, self.waited).await,
         }
     }
 
@@ -276,12 +276,7 @@ impl Lease {
     /// is above it (see `backend/redlock.rs`). A read lease of a read/write
     /// lock has none: `InvalidOptions`.
     pub(crate) async fn fencing_token(&self) -> Result<u64, LockError> {
-        if self.key.kind == KeyKind::Read {
-            return Err(LockError::InvalidOptions(format!(
-                "read/write lock `{}`: readers carry no fencing token (only writers change what the lock protects); ask for it under the write lock",
-                self.key.user()
-            )));
-        }
+        self.key.kind.carries_fence(self.key.user())?;
         let issue = || async {
             self.ensure_held()?;
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);

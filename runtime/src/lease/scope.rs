@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use crate::keys::KeyKind;
 use crate::lease::{Lease, Leasing};
 use crate::LockError;
 
@@ -36,8 +35,7 @@ impl HeldLocks {
 
     /// The locks among them: every lease but permits.
     fn locks(self: &Arc<Self>) -> impl Iterator<Item = &Arc<Lease>> {
-        self.iter()
-            .filter(|lease| lease.key.kind != KeyKind::Semaphore)
+        self.iter().filter(|lease| lease.key.kind.scoped())
     }
 }
 
@@ -97,7 +95,7 @@ pub async fn fencing_token_for(key: &str) -> Result<u64, LockError> {
     let lease = HELD
         .try_with(|held| {
             held.locks()
-                .find(|lease| lease.key.kind == KeyKind::Lock && lease.key.user() == key)
+                .find(|lease| lease.key.kind.is_lock() && lease.key.user() == key)
                 .cloned()
         })
         .ok()

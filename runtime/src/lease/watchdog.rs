@@ -825,7 +825,8 @@ impl WatchedLease {
 mod tests {
     use super::*;
     use crate::backend::MemoryBackend;
-    use crate::keys::{KeyKind, KeySpace};
+    use crate::keys::KeySpace;
+    use crate::kinds::kind::Kind;
     use crate::LockOptions;
 
     /// A watched lock of `ttl` acquired now, on a timer with no Tokio
@@ -837,14 +838,14 @@ mod tests {
         timer.watch(
             Arc::new(Backend::Memory(MemoryBackend::new())),
             Watched {
-                key: Arc::new(KeySpace::new("test".to_owned()).key("k")),
+                key: Arc::new(KeySpace::new("test".to_owned()).key(Kind::Lock, "k")),
                 token: OwnerToken::generate(),
                 ttl,
                 renew: true,
                 status: StatusCell::held_until(sent + validity(ttl)),
                 sent,
                 first_lease: ttl,
-                label: MetricLabel::new(&options, KeyKind::Lock),
+                label: MetricLabel::new(&options, Kind::Lock),
             },
         )
     }

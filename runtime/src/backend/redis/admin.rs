@@ -10,95 +10,20 @@ use redis::RedisError;
 
 use super::commands::fence_retention_ms;
 use super::scripts::{self, run_script};
-use crate::keys::{KeyKind, LockKey};
+use crate::backend::state::{Evicted, State, MOST_WAITERS_SHOWN};
+use crate::keys::LockKey;
 
-/// Most queued waiters an inspection returns (the count covers all).
-pub(crate) const MOST_WAITERS_SHOWN: usize = 100;
 /// Keys `SCAN` is asked to look at per round trip.
 const SCAN_BATCH: usize = 1000;
 /// Most `SCAN` round trips on one node: 10 million keys looked at.
 const MOST_SCAN_ROUNDS: usize = 10_000;
 
-/// What a backend holds for one lock now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LockState {
-    /// The holder's owner token, if the lock is held.
-    pub(crate) holder: Option<String>,
-    /// How long the lock has left, if held.
-    pub(crate) remaining: Option<Duration>,
-    /// The last fencing token issued (or the value a forced release raised
-    /// the counter to), while the counter is retained.
-    pub(crate) fence: Option<u64>,
-    /// Owner tokens of the waiters queued in the backend, in arrival order
-    /// (at most [`MOST_WAITERS_SHOWN`]).
-    pub(crate) queued: Vec<String>,
-    /// How many waiters are queued in the backend.
-    pub(crate) queued_count: usize,
-    /// How long ago the holder was granted the lock, by the server's clock,
-    /// when it waited and the grant is recorded (see `LockKey::record`).
-    pub(crate) granted_ago: Option<Duration>,
-    /// How long the holder waited in the queue before that grant.
-    pub(crate) waited: Option<Duration>,
-    /// Whether the holder released the lock within its `hold_at_least`: it
-    /// is kept until the hold ends, as planned.
-    pub(crate) released: bool,
-}
-
-/// What a backend holds for one semaphore or read/write lock now.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct SharedState {
-    /// Owner tokens and remaining leases of the live lease holders (a
-    /// semaphore's permits, a read/write lock's readers), earliest end
-    /// first, at most [`MOST_WAITERS_SHOWN`].
-    pub(crate) holders: Vec<(String, Duration)>,
-    /// How many live lease holders there are.
-    pub(crate) holder_count: usize,
-    /// A read/write lock's writer: its owner token and remaining lease.
-    pub(crate) writer: Option<(String, Duration)>,
-    /// A read/write lock's live writers' intents: writers waiting.
-    pub(crate) writers_waiting: usize,
-    /// A read/write lock's writers' fencing counter, while it is retained.
-    pub(crate) fence: Option<u64>,
-}
-
-/// What a forced release did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Evicted {
-    /// The owner token of the holder it evicted, if there was one.
-    pub(crate) holder: Option<String>,
-    /// The fencing counter after the release: above every token issued
-    /// before it.
-    pub(crate) fence: u64,
-}
-
-/// The lease holders a forced release of a semaphore or of a read/write
-/// lock's readers evicted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct EvictedLeases {
-    /// Their owner tokens, earliest lease end first (at most
-    /// [`MOST_WAITERS_SHOWN`]).
-    pub(crate) holders: Vec<String>,
-    /// How many there were.
-    pub(crate) holder_count: usize,
-}
-
-/// What a forced release of a read/write lock did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EvictedRw {
-    /// The owner token of the writer it evicted, if there was one.
-    pub(crate) writer: Option<String>,
-    /// The readers it evicted.
-    pub(crate) readers: EvictedLeases,
-    /// The writers' fencing counter after the release: above every
-    /// writer's token issued before it.
-    pub(crate) fence: u64,
-}
-
-/// Runs `inspect.lua` for `key`.
-pub(in crate::backend) async fn inspect(
+/// Runs `inspect.lua` for the lock `key`.
+pub(in crate::backend) async fn inspect_lock(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
-) -> Result<LockState, RedisError> {
+) -> Result<State, RedisError> {
+    let names = key.as_lock();
     let (holder, pttl, fence, queued, queued_count, granted_ago, waited, released): (
         String,
         i64,
@@ -111,12 +36,12 @@ pub(in crate::backend) async fn inspect(
     ) = run_script!(
         scripts::INSPECT,
         connection,
-        keys [key.lock(), key.fence(), key.queue(), key.waiters(), key.record()],
+        keys [names.lock, names.fence, names.queue, names.places, names.record],
         args [MOST_WAITERS_SHOWN]
     )?;
     let millis = |ms: i64| u64::try_from(ms).ok().map(Duration::from_millis);
     let held = !holder.is_empty();
-    Ok(LockState {
+    Ok(State {
         holder: held.then_some(holder),
         remaining: u64::try_from(pttl)
             .ok()
@@ -128,23 +53,27 @@ pub(in crate::backend) async fn inspect(
         granted_ago: millis(granted_ago),
         waited: millis(waited),
         released: held && released == 1,
+        ..State::default()
     })
 }
 
-/// Runs `inspect_shared.lua` for the semaphore or read/write lock `key`.
-pub(in crate::backend) async fn inspect_shared(
+/// Runs `inspect_members.lua` for the member leases of `key` (a
+/// semaphore's permits, a read/write lock's readers) and, `with_writer`,
+/// a read/write lock's writer, waiting writers and writers' fencing counter.
+pub(in crate::backend) async fn inspect_members(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
-) -> Result<SharedState, RedisError> {
-    let mut invocation = scripts::INSPECT_SHARED.prepare_invoke();
-    match key.kind {
-        KeyKind::Semaphore => invocation.key(key.lock()),
-        KeyKind::Lock | KeyKind::Read | KeyKind::Write => invocation
-            .key(key.readers())
-            .key(key.lock())
-            .key(key.queue())
-            .key(key.fence()),
-    };
+    with_writer: bool,
+) -> Result<State, RedisError> {
+    let mut invocation = scripts::INSPECT_MEMBERS.prepare_invoke();
+    invocation.key(key.members());
+    if with_writer {
+        let names = key.as_rw();
+        invocation
+            .key(names.writer)
+            .key(names.intents)
+            .key(names.fence);
+    }
     let (holders, holder_count, writer, writer_pttl, writers_waiting, fence): (
         Vec<String>,
         i64,
@@ -156,7 +85,7 @@ pub(in crate::backend) async fn inspect_shared(
         .arg(MOST_WAITERS_SHOWN)
         .invoke_async(connection)
         .await?;
-    let holders = holders
+    let members = holders
         .chunks_exact(2)
         .map(|pair| {
             let remaining = pair[1].parse().unwrap_or(0);
@@ -164,18 +93,24 @@ pub(in crate::backend) async fn inspect_shared(
         })
         .collect();
     let writer_remaining = u64::try_from(writer_pttl).ok().map(Duration::from_millis);
-    Ok(SharedState {
-        holders,
-        holder_count: usize::try_from(holder_count).unwrap_or(0),
-        writer: (!writer.is_empty()).then_some(writer).zip(writer_remaining),
-        writers_waiting: usize::try_from(writers_waiting).unwrap_or(0),
+    let (holder, remaining) = (!writer.is_empty())
+        .then_some(writer)
+        .zip(writer_remaining)
+        .unzip();
+    Ok(State {
+        holder,
+        remaining,
+        members,
+        member_count: usize::try_from(holder_count).unwrap_or(0),
+        queued_count: usize::try_from(writers_waiting).unwrap_or(0),
         fence: fence.parse().ok(),
+        ..State::default()
     })
 }
 
-/// Runs `force_release.lua` for `key`; `sharded`: its message goes out by
-/// SPUBLISH (Redis Cluster).
-pub(in crate::backend) async fn force_release(
+/// Runs `force_release.lua` for the lock `key`; `sharded`: its message
+/// goes out by SPUBLISH (Redis Cluster).
+pub(in crate::backend) async fn force_lock(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
@@ -192,50 +127,50 @@ pub(in crate::backend) async fn force_release(
     Ok(Evicted {
         holder: (!holder.is_empty()).then_some(holder),
         fence: fence.parse().unwrap_or(0),
+        ..Evicted::default()
     })
 }
 
 /// Runs `semaphore_force_release.lua` for the semaphore `key`; `sharded`:
 /// its message goes out by SPUBLISH (Redis Cluster).
-pub(in crate::backend) async fn force_release_semaphore(
+pub(in crate::backend) async fn force_semaphore(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
-) -> Result<EvictedLeases, RedisError> {
+) -> Result<Evicted, RedisError> {
     let script = scripts::SEMAPHORE_FORCE_RELEASE.on(sharded);
     let (holders, holder_count): (Vec<String>, i64) = run_script!(
         script,
         connection,
-        keys[key.lock()],
+        keys[key.members()],
         args[MOST_WAITERS_SHOWN]
     )?;
-    Ok(EvictedLeases {
-        holders,
-        holder_count: usize::try_from(holder_count).unwrap_or(0),
+    Ok(Evicted {
+        members: holders,
+        member_count: usize::try_from(holder_count).unwrap_or(0),
+        ..Evicted::default()
     })
 }
 
 /// Runs `rw_force_release.lua` for the read/write lock `key`; `sharded`:
 /// its messages go out by SPUBLISH (Redis Cluster).
-pub(in crate::backend) async fn force_release_rw(
+pub(in crate::backend) async fn force_rw(
     connection: &mut (impl ConnectionLike + Send),
     key: &LockKey,
     sharded: bool,
-) -> Result<EvictedRw, RedisError> {
+) -> Result<Evicted, RedisError> {
     let script = scripts::RW_FORCE_RELEASE.on(sharded);
     // Kept for the 10-minute floor of fence.lua's retention, as for a lock.
     let (writer, readers, reader_count, fence): (String, Vec<String>, i64, String) = run_script!(
         script,
         connection,
-        keys [key.lock(), key.readers(), key.fence()],
+        keys [key.lock(), key.members(), key.fence()],
         args [fence_retention_ms(0), MOST_WAITERS_SHOWN]
     )?;
-    Ok(EvictedRw {
-        writer: (!writer.is_empty()).then_some(writer),
-        readers: EvictedLeases {
-            holders: readers,
-            holder_count: usize::try_from(reader_count).unwrap_or(0),
-        },
+    Ok(Evicted {
+        holder: (!writer.is_empty()).then_some(writer),
+        members: readers,
+        member_count: usize::try_from(reader_count).unwrap_or(0),
         fence: fence.parse().unwrap_or(0),
     })
 }

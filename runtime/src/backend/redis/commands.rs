@@ -24,7 +24,7 @@ pub(in crate::backend) const RECORD_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 /// node's lock-delay (`granted` 2), after which it may be granted.
 pub(in crate::backend) fn attempt_from_reply(granted: i64, value: i64) -> Attempt {
     match granted {
-        1 => Attempt::Acquired,
+        1 => Attempt::GRANTED,
         2 => delayed(value),
         _ => Attempt::Busy {
             remaining: u64::try_from(value).ok().map(Duration::from_millis),
@@ -40,12 +40,12 @@ pub(in crate::backend) fn delayed(left_ms: i64) -> Attempt {
 }
 
 /// The invocation of `acquire.lua`: take the lock for `ttl_ms`, or, when it
-/// is busy and `queue_for` is not zero, keep a place in its waiter queue for
+/// is busy and `place` is not zero, keep a place in its waiter queue for
 /// that long; nothing is granted while the node is in the lock-delay
 /// `check` keeps.
 pub(in crate::backend) fn acquire_invocation(
     claim: Claim<'_>,
-    queue_for: Duration,
+    place: Duration,
     seq: u64,
     check: NodeCheck<'_>,
 ) -> redis::ScriptInvocation<'static> {
@@ -53,13 +53,13 @@ pub(in crate::backend) fn acquire_invocation(
     let mut invocation = scripts::ACQUIRE.prepare_invoke();
     invocation
         .key(key.lock())
-        .key(key.queue())
-        .key(key.waiters())
-        .key(key.record())
+        .key(key.as_lock().queue)
+        .key(key.as_lock().places)
+        .key(key.as_lock().record)
         .key(key.node())
         .arg(token.as_str())
         .arg(ttl_ms)
-        .arg(millis(queue_for))
+        .arg(millis(place))
         .arg(seq)
         .arg(RECORD_KEPT_MS)
         .arg(check);
@@ -84,7 +84,7 @@ pub(in crate::backend) async fn try_set(
         .query_async(connection)
         .await?;
     Ok(if set.is_some() {
-        Attempt::Acquired
+        Attempt::GRANTED
     } else {
         Attempt::Busy { remaining: None }
     })
@@ -111,7 +111,7 @@ pub(in crate::backend) async fn try_set_checked(
         })
         .await?;
     Ok(match reply {
-        1 => Attempt::Acquired,
+        1 => Attempt::GRANTED,
         0 => Attempt::Busy { remaining: None },
         left => delayed(-left),
     })
@@ -166,7 +166,7 @@ pub(in crate::backend) async fn try_set_fenced(
 fn fenced_attempt_from_reply(reply: i64) -> (Attempt, Option<u64>) {
     if reply >= 0 {
         let fence = u64::try_from(reply).ok().filter(|&fence| fence > 0);
-        return (Attempt::Acquired, fence);
+        return (Attempt::GRANTED, fence);
     }
     let remaining = u64::try_from(-2 - reply).ok().map(Duration::from_millis);
     (Attempt::Busy { remaining }, None)
@@ -178,20 +178,20 @@ pub(in crate::backend) async fn acquire_checked(
     connection: &mut (impl ConnectionLike + Send),
     script: &SessionScript,
     claim: Claim<'_>,
-    (queue_for, seq): (Duration, u64),
+    (place, seq): (Duration, u64),
     check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = script
         .run(connection, 5, |call| {
             call.arg(key.lock())
-                .arg(key.queue())
-                .arg(key.waiters())
-                .arg(key.record())
+                .arg(key.as_lock().queue)
+                .arg(key.as_lock().places)
+                .arg(key.as_lock().record)
                 .arg(key.node())
                 .arg(token.as_str())
                 .arg(ttl_ms)
-                .arg(millis(queue_for))
+                .arg(millis(place))
                 .arg(seq)
                 .arg(RECORD_KEPT_MS)
                 .arg(check);
@@ -205,11 +205,11 @@ pub(in crate::backend) async fn acquire_checked(
 pub(in crate::backend) async fn acquire(
     connection: &mut (impl ConnectionLike + Send),
     claim: Claim<'_>,
-    queue_for: Duration,
+    place: Duration,
     seq: u64,
     check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(claim, queue_for, seq, check)
+    let (granted, value): (i64, i64) = acquire_invocation(claim, place, seq, check)
         .invoke_async(connection)
         .await?;
     Ok(attempt_from_reply(granted, value))
@@ -231,7 +231,7 @@ pub(in crate::backend) async fn release(
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.waiters(), key.record(), key.node()],
+        keys [key.lock(), key.as_lock().queue, key.as_lock().places, key.as_lock().record, key.node()],
         args [token.as_str(), millis(grant_window), RECORD_KEPT_MS, lock_delay_ms]
     )?;
     Ok(released == 1)
@@ -292,7 +292,7 @@ pub(in crate::backend) async fn hold_down(
     let kept: i64 = run_script!(
         scripts::HOLD_DOWN,
         connection,
-        keys [key.lock(), key.record()],
+        keys [key.lock(), key.as_lock().record],
         args [token.as_str(), ttl_ms]
     )?;
     Ok(kept == 1)
@@ -334,9 +334,9 @@ mod tests {
         for (reply, read) in [
             (
                 1_733_000_000_000_000,
-                (Attempt::Acquired, Some(1_733_000_000_000_000)),
+                (Attempt::GRANTED, Some(1_733_000_000_000_000)),
             ),
-            (0, (Attempt::Acquired, None)),
+            (0, (Attempt::GRANTED, None)),
             (-1, (busy(None), None)),
             (-2, (busy(Some(0)), None)),
             (-2 - 29_999, (busy(Some(29_999)), None)),

@@ -15,10 +15,11 @@ pub(super) mod admin;
 pub(super) mod cluster_link;
 pub(super) mod commands;
 pub(super) mod connection;
+mod kinds;
 pub(super) mod lock_delay;
 pub(super) mod native;
 pub(super) mod notify;
-pub(super) mod places;
+pub(super) mod place_refresh;
 pub(super) mod probe;
 pub(super) mod rwlock;
 pub(super) mod scripts;
@@ -36,30 +37,28 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
-use self::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
 use self::commands::{
     acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
-    issue_fence, release, renew, try_set, try_set_checked, try_set_fenced,
+    issue_fence, renew, try_set, try_set_checked, try_set_fenced,
 };
 use self::connection::{lock_error, RedisConfig};
 use self::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use self::native::{Native, NativeCommands};
 use self::notify::Notifications;
-use self::places::{PlaceRefresh, PlacesSeen};
+use self::place_refresh::{PlaceRefresh, PlacesSeen};
 use self::probe::{probe, settle, Needs, Via};
-use self::rwlock::{acquire_rw, release_write};
 use self::scripts::run_script;
-use self::semaphore::{acquire_permit, release_member, renew_member};
+use self::semaphore::renew_member;
 use self::session::SessionScript;
 use self::target::{ClusterSeeds, Commands, Target};
 use self::tls::TlsConfig;
 use super::batch::{renew_each, Renewal};
 use crate::backend::wait_queue::WaitTicket;
-use crate::backend::{millis, Attempt, Claim, PermitAttempt, Taking};
+use crate::backend::{millis, Attempt, Claim, Taking};
 use crate::check::{CheckReport, LockDelayState, NodeRole};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
+use crate::kinds::kind::Holding;
 use crate::options::MinReplicas;
-use crate::token::OwnerToken;
 use crate::LockError;
 
 /// How long a lock handed to the first queued waiter by a release stays
@@ -246,34 +245,30 @@ impl RedisBackend {
         }
     }
 
-    /// One attempt; a busy lock keeps (or gives) us a place in its waiter
-    /// queue for `queue_for` unless that is zero. With `replicas`, acquire
-    /// and `WAIT` in one round trip.
-    pub(crate) async fn try_lock(
-        &self,
-        claim: Claim<'_>,
-        taking: Taking,
-    ) -> Result<Attempt, LockError> {
+    /// One attempt on a lock; busy, it keeps (or gives) us a place in its
+    /// waiter queue for `place` unless that is zero. With `replicas`,
+    /// acquire and `WAIT` in one round trip.
+    async fn take_lock(&self, claim: Claim<'_>, taking: Taking) -> Result<Attempt, LockError> {
         let Taking {
             replicas,
-            queue_for,
+            place,
             seq,
         } = taking;
         if let Some(replicas) = replicas {
             // Boxed: its state is several times an unreplicated attempt's.
-            return Box::pin(self.try_lock_replicated(claim, replicas, queue_for)).await;
+            return Box::pin(self.take_replicated(claim, replicas, place)).await;
         }
         let connection = &mut self.commands.clone();
         // A plain `SET NX` cannot check the lock-delay: with one, the
         // uncontended attempt is a script.
         let check = self.node_check(claim.ttl_ms);
-        let reply = match (queue_for.is_zero(), check.delay_ms) {
+        let reply = match (place.is_zero(), check.delay_ms) {
             (true, 0) => try_set(connection, claim).await,
             (true, _) => try_set_checked(connection, &self.try_set_checked, claim, check).await,
-            (false, 0) => acquire(connection, claim, queue_for, seq, check).await,
+            (false, 0) => acquire(connection, claim, place, seq, check).await,
             (false, _) => {
                 let script = &self.acquire_checked;
-                acquire_checked(connection, script, claim, (queue_for, seq), check).await
+                acquire_checked(connection, script, claim, (place, seq), check).await
             }
         };
         reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
@@ -282,8 +277,8 @@ impl RedisBackend {
     /// One attempt that also issues the fencing token of the lock it takes,
     /// in one script call (`acquire_fenced.lua`): the token when granted and
     /// issued. An attempt whose answer was lost is undone in the background,
-    /// as [`try_lock`](Self::try_lock)'s.
-    pub(crate) async fn try_lock_fenced(
+    /// as [`take`](Self::take)'s.
+    pub(crate) async fn take_fenced(
         &self,
         claim: Claim<'_>,
     ) -> Result<(Attempt, Option<u64>), LockError> {
@@ -296,15 +291,15 @@ impl RedisBackend {
     /// The acquire script and `WAIT replicas timeout`, pipelined on the
     /// replicated-acquire connection (NOSCRIPT: load the script, send again).
     /// Granted but acknowledged by too few replicas: released, `NotReplicated`.
-    async fn try_lock_replicated(
+    async fn take_replicated(
         &self,
         claim: Claim<'_>,
         replicas: MinReplicas,
-        queue_for: Duration,
+        place: Duration,
     ) -> Result<Attempt, LockError> {
         let Claim { key, token, .. } = claim;
         let connection = self.replicated_connection().await?;
-        let invocation = acquire_invocation(claim, queue_for, 0, self.node_check(claim.ttl_ms));
+        let invocation = acquire_invocation(claim, place, 0, self.node_check(claim.ttl_ms));
         let wait_ms = u64::try_from(replicas.timeout.as_millis()).unwrap_or(u64::MAX);
         let mut pipeline = redis::pipe();
         pipeline
@@ -345,7 +340,7 @@ impl RedisBackend {
         };
         let attempt = attempt_from_reply(granted, value);
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
-        if attempt != Attempt::Acquired || acknowledged >= replicas.replicas {
+        if attempt != Attempt::GRANTED || acknowledged >= replicas.replicas {
             return Ok(attempt);
         }
         tracing::warn!(
@@ -354,7 +349,7 @@ impl RedisBackend {
             required = replicas.replicas,
             "lock reached too few replicas in time; releasing it"
         );
-        if let Err(err) = self.unlock(key, token, true).await {
+        if let Err(err) = self.release(key, token, true).await {
             tracing::warn!(key = %key.user(), error = %err, "release of the unreplicated lock failed; it expires after its TTL");
         }
         Err(LockError::NotReplicated {
@@ -378,66 +373,6 @@ impl RedisBackend {
         self.target.sharded_pubsub()
     }
 
-    /// One attempt to take a permit of the semaphore `key`. An attempt
-    /// whose answer was lost is undone in the background, as for a lock.
-    pub(crate) async fn try_permit(
-        &self,
-        claim: Claim<'_>,
-        permits: u32,
-    ) -> Result<PermitAttempt, LockError> {
-        let check = self.node_check(claim.ttl_ms);
-        let connection = &mut self.commands.clone();
-        let script = &self.semaphore_acquire;
-        let reply = acquire_permit(connection, script, claim, (permits, check)).await;
-        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
-    }
-
-    /// One attempt to take a read lease or the write lease of the
-    /// read/write lock `key`, as its kind says; blocked, a writer keeps its
-    /// intent, a reader its mark that readers wait, for `place` unless that
-    /// is zero. An attempt whose answer was lost is undone in the
-    /// background, as for a lock.
-    pub(crate) async fn try_rw(
-        &self,
-        claim: Claim<'_>,
-        place: Duration,
-    ) -> Result<Attempt, LockError> {
-        let script = match claim.key.kind {
-            KeyKind::Write => &self.rw_write_acquire,
-            _ => &self.rw_read_acquire,
-        };
-        let check = self.node_check(claim.ttl_ms);
-        let reply = acquire_rw(&mut self.commands.clone(), script, claim, (place, check)).await;
-        reply.map_err(|err| self.undone_if_unanswered(&self.commands, claim, lock_error(err)))
-    }
-
-    /// Releases with the server's compare-and-delete where it has one and
-    /// the lock is plain, falling back to the scripts (see `native`); not
-    /// tried while this process has waiters queued on the key, whose mark
-    /// on the lock's value would make it fail, nor for a lock taken
-    /// `after_wait`, whose record of the grant only the script clears.
-    pub(crate) async fn unlock(
-        &self,
-        key: &LockKey,
-        token: &OwnerToken,
-        after_wait: bool,
-    ) -> Result<bool, LockError> {
-        let native = self
-            .native
-            .release()
-            .filter(|_| !after_wait && self.local_waiters(key) == 0);
-        self.on_commands(async |commands, sharded| {
-            if let (KeyKind::Lock, Some(how)) = (key.kind, native) {
-                let released = how.run(commands, key, token).await;
-                if let Some(answer) = self.native.settled(released) {
-                    return answer;
-                }
-            }
-            release_any(commands, key, token, (sharded, self.lock_delay_ms(0))).await
-        })
-        .await
-    }
-
     /// Keeps the lock of `claim` for what is left of its `hold_at_least`
     /// (`claim.ttl_ms`), noting in its record that its holder released it.
     pub(crate) async fn hold_down(&self, claim: Claim<'_>) -> Result<bool, LockError> {
@@ -446,15 +381,15 @@ impl RedisBackend {
     }
 
     /// Renews with the server's compare-and-renew where it has one and the
-    /// lease is a lock's or a writer's, falling back to the scripts (see
+    /// lease is held as a key's value (a lock's, a writer's), falling back to the scripts (see
     /// `native`). A native renewal that fails is sent again as the script,
     /// which also tells a server restarted without its data that it lost
     /// grants (see `node_delay` in `prelude.lua`).
     pub(crate) async fn renew(&self, claim: Claim<'_>) -> Result<bool, LockError> {
         let key = claim.key;
         let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
-        self.on_commands(async |commands, _| match key.kind {
-            KeyKind::Lock | KeyKind::Write => {
+        self.on_commands(async |commands, _| match key.kind.holding() {
+            Holding::Key => {
                 if self.native.renew() {
                     let renewed = native::renew(commands, claim).await;
                     if let Some(answer) = self.native.settled(renewed) {
@@ -463,8 +398,7 @@ impl RedisBackend {
                 }
                 renew(commands, claim, lock_delay_ms).await
             }
-            KeyKind::Semaphore => renew_member(commands, key.lock(), claim, lock_delay_ms).await,
-            KeyKind::Read => renew_member(commands, key.readers(), claim, lock_delay_ms).await,
+            Holding::Member => renew_member(commands, key.members(), claim, lock_delay_ms).await,
         })
         .await
     }
@@ -506,7 +440,7 @@ impl RedisBackend {
         let (mut connection, sharded) = (connection.clone(), self.target.sharded_pubsub());
         let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
         runtime.spawn(async move {
-            let release = release_any(&mut connection, &key, &token, (sharded, lock_delay_ms));
+            let release = Self::release_on(&mut connection, &key, &token, (sharded, lock_delay_ms));
             let _ = tokio::time::timeout(ttl, release).await;
         });
         err
@@ -514,7 +448,7 @@ impl RedisBackend {
 
     /// Runs `step` once on the command connection, telling it whether
     /// release messages go out on sharded channels (Redis Cluster).
-    async fn on_commands<T>(
+    pub(super) async fn on_commands<T>(
         &self,
         step: impl AsyncFnOnce(&mut Commands, bool) -> Result<T, RedisError>,
     ) -> Result<T, LockError> {
@@ -529,42 +463,8 @@ impl RedisBackend {
         key: &LockKey,
         refresh: PlaceRefresh<'_>,
     ) -> Result<PlacesSeen, LockError> {
-        self.on_commands(async |commands, _| places::refresh(commands, key, refresh).await)
+        self.on_commands(async |commands, _| place_refresh::refresh(commands, key, refresh).await)
             .await
-    }
-
-    pub(crate) async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        self.on_commands(async |commands, _| admin::inspect(commands, key).await)
-            .await
-    }
-
-    pub(crate) async fn inspect_shared(&self, key: &LockKey) -> Result<SharedState, LockError> {
-        self.on_commands(async |commands, _| admin::inspect_shared(commands, key).await)
-            .await
-    }
-
-    pub(crate) async fn force_release(&self, key: &LockKey) -> Result<Evicted, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release(commands, key, sharded).await
-        })
-        .await
-    }
-
-    pub(crate) async fn force_release_semaphore(
-        &self,
-        key: &LockKey,
-    ) -> Result<EvictedLeases, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release_semaphore(commands, key, sharded).await
-        })
-        .await
-    }
-
-    pub(crate) async fn force_release_rw(&self, key: &LockKey) -> Result<EvictedRw, LockError> {
-        self.on_commands(async |commands, sharded| {
-            admin::force_release_rw(commands, key, sharded).await
-        })
-        .await
     }
 
     /// The keys matching the glob `pattern` on the server, or on every
@@ -708,27 +608,6 @@ impl RedisBackend {
             }
         };
         Ok(renewed.into_iter().map(Renewal::from_server).collect())
-    }
-}
-
-/// Releases the lock (handing it to the first queued waiter for
-/// [`GRANT_WINDOW`]) or, for a semaphore, gives the permit back; for a
-/// read/write lock, gives back the read or write lease (or a waiting
-/// writer's intent).
-async fn release_any(
-    connection: &mut Commands,
-    key: &LockKey,
-    token: &OwnerToken,
-    (sharded, lock_delay_ms): (bool, u64),
-) -> Result<bool, RedisError> {
-    match key.kind {
-        KeyKind::Lock => {
-            let handing = (GRANT_WINDOW, lock_delay_ms);
-            release(connection, key, token, handing, sharded).await
-        }
-        KeyKind::Semaphore => release_member(connection, key.lock(), token, sharded).await,
-        KeyKind::Read => release_member(connection, key.readers(), token, sharded).await,
-        KeyKind::Write => release_write(connection, key, token, sharded).await,
     }
 }
 

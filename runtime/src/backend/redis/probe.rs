@@ -269,7 +269,8 @@ async fn try_subscribe(client: &Client, channel: &str) -> Result<(), RedisError>
 /// Each command the locks use, in a form that changes nothing (see the
 /// module's documentation).
 fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
-    let (lock, queue, waiters) = (needs.key.lock(), needs.key.queue(), needs.key.waiters());
+    let names = needs.key.as_lock();
+    let (lock, queue, waiters) = (names.lock, names.queue, names.places);
     let command = |words: &[&str]| {
         let mut command = redis::cmd(words[0]);
         for word in &words[1..] {
@@ -299,7 +300,7 @@ fn commands(needs: &Needs<'_>) -> Vec<Cmd> {
         command(&["HGET", waiters, "probe"]),
         command(&["HSET", waiters, "probe", "1"]),
         command(&["HDEL", waiters, "probe"]),
-        command(&["HGET", needs.key.record(), "probe"]),
+        command(&["HGET", needs.key.as_lock().record, "probe"]),
         command(&["DEL", lock, waiters]),
         command(&["WAIT", "0", "0"]),
     ];

@@ -50,10 +50,11 @@ pub(in crate::backend) async fn acquire_rw(
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = script
         .run(connection, 5, |call| {
-            call.arg(key.lock())
-                .arg(key.readers())
-                .arg(key.queue())
-                .arg(key.waiters())
+            let names = key.as_rw();
+            call.arg(names.writer)
+                .arg(names.readers)
+                .arg(names.intents)
+                .arg(names.turn)
                 .arg(key.node())
                 .arg(token.as_str())
                 .arg(ttl_ms)
@@ -74,10 +75,11 @@ pub(in crate::backend) async fn release_write(
     sharded: bool,
 ) -> Result<bool, RedisError> {
     let script = scripts::RW_WRITE_RELEASE.on(sharded);
+    let names = key.as_rw();
     let released: i64 = run_script!(
         script,
         connection,
-        keys [key.lock(), key.queue(), key.readers(), key.waiters()],
+        keys [names.writer, names.intents, names.readers, names.turn],
         args [token.as_str(), millis(READERS_TURN)]
     )?;
     Ok(released == 1)

@@ -9,8 +9,6 @@
 //! release script publishes on the set's name, as a lock's release does on
 //! the lock key, so waiters reuse the release notifications (`notify`).
 
-use std::time::Duration;
-
 use redis::aio::ConnectionLike;
 use redis::RedisError;
 
@@ -21,33 +19,6 @@ use super::session::SessionScript;
 use crate::backend::{Attempt, Claim};
 use crate::token::OwnerToken;
 
-/// The outcome of one attempt to take a permit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PermitAttempt {
-    /// The permit is ours; `free` permits were left after it.
-    Acquired { free: u32 },
-    /// Every permit is held; the earliest lease ends in about `retry_in`.
-    Full { retry_in: Option<Duration> },
-    /// The server grants nothing for about `left` more: it is in its
-    /// lock-delay (see `lock_delay`).
-    Delayed { left: Duration },
-}
-
-impl PermitAttempt {
-    /// Reads the `{granted, value}` reply of `semaphore_acquire.lua`.
-    pub(in crate::backend) fn from_reply(granted: i64, value: i64) -> Self {
-        match attempt_from_reply(granted, value) {
-            Attempt::Acquired => PermitAttempt::Acquired {
-                free: u32::try_from(value).unwrap_or(0),
-            },
-            Attempt::Busy { remaining } => PermitAttempt::Full {
-                retry_in: remaining,
-            },
-            Attempt::Delayed { left } => PermitAttempt::Delayed { left },
-        }
-    }
-}
-
 /// Runs `semaphore_acquire.lua` once, under the sessions of `script`: a permit of `claim`'s key, if fewer
 /// than `permits` are held and the node is not in the lock-delay `check`
 /// keeps.
@@ -56,7 +27,7 @@ pub(in crate::backend) async fn acquire_permit(
     script: &SessionScript,
     claim: Claim<'_>,
     (permits, check): (u32, NodeCheck<'_>),
-) -> Result<PermitAttempt, RedisError> {
+) -> Result<Attempt, RedisError> {
     let Claim { key, token, ttl_ms } = claim;
     let (granted, value): (i64, i64) = script
         .run(connection, 2, |call| {
@@ -68,7 +39,13 @@ pub(in crate::backend) async fn acquire_permit(
                 .arg(check);
         })
         .await?;
-    Ok(PermitAttempt::from_reply(granted, value))
+    // Granted, the value is how many permits were left free after ours.
+    Ok(match attempt_from_reply(granted, value) {
+        Attempt::Granted { .. } => Attempt::Granted {
+            room_left: value > 0,
+        },
+        refused => refused,
+    })
 }
 
 /// Runs `member_renew.lua` once on the lease set `set` (a semaphore's

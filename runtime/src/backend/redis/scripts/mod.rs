@@ -88,7 +88,7 @@ impl Publishing {
 /// then `SET NX PX`; see `try_set_checked.lua`. Its source: a backend sends
 /// it under sessions (see `session`), which keep its check cheap.
 pub(crate) static TRY_SET_CHECKED: Lazy<String> =
-    Lazy::new(|| source_with_prelude(include_str!("try_set_checked.lua")));
+    Lazy::new(|| source_with_prelude(include_str!("lock/try_set_checked.lua")));
 
 /// The line of `prelude.lua` that a session's script has with its nonce
 /// (see `session`), in every script that checks the lock-delay.
@@ -99,90 +99,82 @@ pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| Script::new(&ACQUIRE_SOUR
 /// The source of [`ACQUIRE`], which a backend that keeps a lock-delay
 /// sends under sessions (see `session`).
 pub(crate) static ACQUIRE_SOURCE: Lazy<String> =
-    Lazy::new(|| source_with_prelude(include_str!("acquire.lua")));
+    Lazy::new(|| source_with_prelude(include_str!("lock/acquire.lua")));
 /// Compare-and-delete, or hand-off to the first queued waiter, plus PUBLISH;
 /// see `release.lua`.
 pub(crate) static RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("release.lua"), true));
+    Lazy::new(|| Publishing::new(include_str!("lock/release.lua"), true));
 /// Refresh of the places of one process's queued waiters, all at once; see
 /// `refresh_places.lua`.
 pub(crate) static REFRESH_PLACES: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("refresh_places.lua")));
+    Lazy::new(|| with_prelude(include_str!("lock/refresh_places.lua")));
 /// What one lock looks like, read in one step for operators; see `inspect.lua`.
-pub(crate) static INSPECT: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("inspect.lua")));
+pub(crate) static INSPECT: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("lock/inspect.lua")));
 /// What one semaphore or read/write lock looks like, read in one step for
-/// operators; see `inspect_shared.lua`.
-pub(crate) static INSPECT_SHARED: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("inspect_shared.lua")));
+/// operators; see `inspect_members.lua`.
+pub(crate) static INSPECT_MEMBERS: Lazy<Script> =
+    Lazy::new(|| with_prelude(include_str!("members/inspect_members.lua")));
 /// Free a lock whoever holds it and raise its fencing counter; see
 /// `force_release.lua`.
 pub(crate) static FORCE_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("force_release.lua"), true));
+    Lazy::new(|| Publishing::new(include_str!("lock/force_release.lua"), true));
 /// Take every permit of a semaphore back whoever holds them; see
 /// `semaphore_force_release.lua`.
 pub(crate) static SEMAPHORE_FORCE_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("semaphore_force_release.lua"), true));
+    Lazy::new(|| Publishing::new(include_str!("semaphore/semaphore_force_release.lua"), true));
 /// Free a read/write lock's writer and readers whoever they are and raise
 /// its writers' fencing counter; see `rw_force_release.lua`.
 pub(crate) static RW_FORCE_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("rw_force_release.lua"), true));
+    Lazy::new(|| Publishing::new(include_str!("rwlock/rw_force_release.lua"), true));
 /// A fencing token above every earlier one of the key, also after a restart
 /// from stale data, for the current holder only; see `fence.lua` and
-/// `fence_issue.lua`.
-pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| {
-    with_prelude(&[include_str!("fence_issue.lua"), include_str!("fence.lua")].concat())
-});
+/// `issue_fence` in `prelude.lua`.
+pub(crate) static FENCE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("lock/fence.lua")));
 /// `SET NX PX` and, when it takes the lock, its fencing token, in one call;
 /// see `acquire_fenced.lua`. With the prelude's lock-delay check only; sent
 /// under sessions (see `session`).
-pub(crate) static ACQUIRE_FENCED: Lazy<String> = Lazy::new(|| {
-    source_with_prelude(
-        &[
-            include_str!("fence_issue.lua"),
-            include_str!("acquire_fenced.lua"),
-        ]
-        .concat(),
-    )
-});
+pub(crate) static ACQUIRE_FENCED: Lazy<String> =
+    Lazy::new(|| source_with_prelude(include_str!("lock/acquire_fenced.lua")));
 /// Compare-and-PEXPIRE of a lock released within its `hold_at_least`, noted
 /// in the lock's record; see `hold_down.lua`.
 pub(crate) static HOLD_DOWN: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("hold_down.lua")));
+    Lazy::new(|| with_prelude(include_str!("lock/hold_down.lua")));
 /// Tells a primary the Sentinels replaced to grant, hand over and renew
 /// nothing; see `depose.lua`.
 pub(crate) static DEPOSE: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("depose.lua")));
 /// Compare-and-PEXPIRE; see `renew.lua`.
-pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("renew.lua")));
+pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| with_prelude(include_str!("lock/renew.lua")));
 /// Raise a fencing counter to a floor and refresh its expiry (Redlock); see
 /// `fence_floor.lua`.
 pub(crate) static FENCE_FLOOR: Lazy<Script> =
-    Lazy::new(|| Script::new(include_str!("fence_floor.lua")));
+    Lazy::new(|| Script::new(include_str!("lock/fence_floor.lua")));
 
 /// One permit of a counting semaphore, if fewer than N are held; see
 /// `semaphore_acquire.lua`. Sent under sessions (see `session`).
 pub(crate) static SEMAPHORE_ACQUIRE: Lazy<String> =
-    Lazy::new(|| source_with_prelude(include_str!("semaphore_acquire.lua")));
+    Lazy::new(|| source_with_prelude(include_str!("semaphore/semaphore_acquire.lua")));
 /// Compare-and-extend of one permit's or read lease's lease; see
 /// `member_renew.lua`.
 pub(crate) static MEMBER_RENEW: Lazy<Script> =
-    Lazy::new(|| with_prelude(include_str!("member_renew.lua")));
+    Lazy::new(|| with_prelude(include_str!("members/member_renew.lua")));
 /// Compare-and-remove of one permit or read lease, plus PUBLISH; see
 /// `member_release.lua`.
 pub(crate) static MEMBER_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("member_release.lua"), true));
+    Lazy::new(|| Publishing::new(include_str!("members/member_release.lua"), true));
 
 /// A read lease of a read/write lock, unless a writer holds it or waits;
 /// see `rw_read_acquire.lua`. Sent under sessions (see `session`).
 pub(crate) static RW_READ_ACQUIRE: Lazy<String> =
-    Lazy::new(|| source_with_prelude(include_str!("rw_read_acquire.lua")));
+    Lazy::new(|| source_with_prelude(include_str!("rwlock/rw_read_acquire.lua")));
 /// The write lease of a read/write lock, or a writer's intent; see
 /// `rw_write_acquire.lua`. Sent under sessions (see `session`).
 pub(crate) static RW_WRITE_ACQUIRE: Lazy<String> =
-    Lazy::new(|| source_with_prelude(include_str!("rw_write_acquire.lua")));
+    Lazy::new(|| source_with_prelude(include_str!("rwlock/rw_write_acquire.lua")));
 /// Compare-and-delete of the write lease or withdrawal of a writer's
 /// intent, plus PUBLISH; see `rw_write_release.lua`.
 pub(crate) static RW_WRITE_RELEASE: Lazy<Publishing> =
-    Lazy::new(|| Publishing::new(include_str!("rw_write_release.lua"), false));
+    Lazy::new(|| Publishing::new(include_str!("rwlock/rw_write_release.lua"), false));
 
 /// Compare-and-extend of many leases of any kind in one call; see
 /// `renew_batch.lua`.
@@ -280,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_script_gets_the_shared_functions_it_calls_and_theirs_only() {
-        let release = prelude_for(include_str!("release.lua"));
+        let release = prelude_for(include_str!("lock/release.lua"));
         for needed in [
             "local function holder_of(",
             "local WAITERS_MARK",
@@ -307,11 +299,11 @@ mod tests {
 
     #[test]
     fn the_release_deletes_an_unmarked_lock_before_it_builds_the_shared_functions() {
-        let release = super::source_with_prelude(include_str!("release.lua"));
+        let release = super::source_with_prelude(include_str!("lock/release.lua"));
         let fast_path = release.find("redis.call('DEL'").expect("a DEL");
         let first_function = release.find("local function").expect("a function");
         assert!(fast_path < first_function);
-        let renew = super::source_with_prelude(include_str!("renew.lua"));
+        let renew = super::source_with_prelude(include_str!("lock/renew.lua"));
         assert!(
             renew.find("local function") < renew.find("held_by(KEYS"),
             "without the line, the shared functions come first"
@@ -336,7 +328,7 @@ mod tests {
     }
     #[test]
     fn the_sharded_release_publishes_only_on_sharded_channels() {
-        let plain = include_str!("release.lua");
+        let plain = include_str!("lock/release.lua");
         let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
         assert_eq!(plain.matches("'PUBLISH'").count(), 3);
         assert_eq!(sharded.matches("'SPUBLISH'").count(), 3);
@@ -345,7 +337,7 @@ mod tests {
 
     #[test]
     fn the_sharded_member_release_publishes_only_on_sharded_channels() {
-        let plain = include_str!("member_release.lua");
+        let plain = include_str!("members/member_release.lua");
         let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
         assert_eq!(plain.matches("'PUBLISH'").count(), 1);
         assert_eq!(sharded.matches("'SPUBLISH'").count(), 1);
@@ -355,9 +347,9 @@ mod tests {
     #[test]
     fn the_sharded_shared_releases_publish_only_on_sharded_channels() {
         for (plain, publishes) in [
-            (include_str!("rw_write_release.lua"), 2),
-            (include_str!("rw_force_release.lua"), 2),
-            (include_str!("semaphore_force_release.lua"), 1),
+            (include_str!("rwlock/rw_write_release.lua"), 2),
+            (include_str!("rwlock/rw_force_release.lua"), 2),
+            (include_str!("semaphore/semaphore_force_release.lua"), 1),
         ] {
             let sharded = plain.replace("'PUBLISH'", "'SPUBLISH'");
             assert_eq!(plain.matches("'PUBLISH'").count(), publishes);

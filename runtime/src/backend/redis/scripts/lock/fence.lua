@@ -1,5 +1,5 @@
 -- Issue the next fencing token of a lock to its current holder (see
--- fence_issue.lua for what a token is and why it always rises).
+-- `issue_fence` in prelude.lua for what a token is and why it always rises).
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter key
 -- ARGV[1]  owner token

@@ -15,18 +15,19 @@
 //! O(1) per acquisition and the table never exceeds twice its live entries
 //! plus [`MIN_SWEEP`].
 
+mod kinds;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::batch::Renewal;
-use super::redis::admin::{
-    Evicted, EvictedLeases, EvictedRw, LockState, SharedState, MOST_WAITERS_SHOWN,
-};
 use super::redis::rwlock::READERS_TURN;
-use super::{Attempt, Claim, PermitAttempt};
+use super::state::{Evicted, State, MOST_WAITERS_SHOWN};
+use super::{Attempt, Claim};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
-use crate::keys::{KeyKind, LockKey};
+use crate::keys::LockKey;
+use crate::kinds::kind::Holding;
 use crate::token::OwnerToken;
 
 /// Longest counter retention (100 years, as in `fence.lua`), and the lease
@@ -99,12 +100,13 @@ impl MemoryBackend {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn try_lock(&self, claim: Claim<'_>) -> Attempt {
-        self.try_lock_at(claim, Instant::now())
+    /// Takes the lock of `claim` if nobody holds it.
+    fn take_lock(&self, claim: Claim<'_>) -> Attempt {
+        self.take_lock_at(claim, Instant::now())
     }
 
-    /// [`try_lock`](Self::try_lock) as if it ran at `now`.
-    fn try_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
+    /// [`take_lock`](Self::take_lock) as if it ran at `now`.
+    fn take_lock_at(&self, claim: Claim<'_>, now: Instant) -> Attempt {
         let Claim { key, token, .. } = claim;
         let mut table = self.table();
         if let Some(held) = table.held(key.lock(), now) {
@@ -114,7 +116,7 @@ impl MemoryBackend {
         }
         table.sweep_if_grown(now);
         table.set_holder(key.lock(), token, deadline(now, claim.ttl()), now);
-        Attempt::Acquired
+        Attempt::GRANTED
     }
 
     /// The next fencing token of `key` if `token` holds it: max(last + 1,
@@ -134,36 +136,6 @@ impl MemoryBackend {
         entry.fence = entry.fence.saturating_add(1).max(wall_clock_micros());
         entry.retained_until = deadline(now, retention(claim.ttl()));
         Some(entry.fence)
-    }
-
-    /// A permit of the semaphore `key` for `ttl_ms` if fewer than `permits`
-    /// are held, as `semaphore_acquire.lua` grants them.
-    pub(crate) fn try_permit(&self, claim: Claim<'_>, permits: u32) -> PermitAttempt {
-        let (Claim { key, token, .. }, now) = (claim, Instant::now());
-        let expires = deadline(now, claim.ttl());
-        let mut table = self.table();
-        table.sweep_semaphores_if_grown(now);
-        let holders = table.semaphores.entry(key.lock().to_owned()).or_default();
-        holders.retain(|held| held.expires > now);
-        let held = u32::try_from(holders.len()).unwrap_or(u32::MAX);
-        if let Some(mine) = holders.iter_mut().find(|held| held.token == *token) {
-            mine.expires = expires;
-            return PermitAttempt::Acquired {
-                free: permits.saturating_sub(held),
-            };
-        }
-        if held < permits {
-            holders.push(Held {
-                token: token.clone(),
-                expires,
-            });
-            return PermitAttempt::Acquired {
-                free: permits - held - 1,
-            };
-        }
-        PermitAttempt::Full {
-            retry_in: holders.iter().map(|held| held.expires - now).min(),
-        }
     }
 
     /// Removes `token` from the holder set `set` (a semaphore's, a
@@ -204,99 +176,8 @@ impl MemoryBackend {
         }
     }
 
-    /// A read lease (for a key of `KeyKind::Read`) or the write lease of the
-    /// read/write lock `key` for `ttl_ms`, as `rw_read_acquire.lua` and
-    /// `rw_write_acquire.lua` grant them; blocked, a writer keeps its intent
-    /// and a reader marks that readers wait, for `place` unless that is zero.
-    pub(crate) fn try_rw(&self, claim: Claim<'_>, place: Duration) -> Attempt {
-        let (Claim { key, token, .. }, now) = (claim, Instant::now());
-        let expires = deadline(now, claim.ttl());
-        let mut table = self.table();
-        table.sweep_if_grown(now);
-        table.sweep_semaphores_if_grown(now);
-        let writer = table
-            .held(key.lock(), now)
-            .map(|held| (held.token == *token, held.expires));
-        let readers = table.live_members(key.readers(), now);
-        let intents = table.live_members(key.queue(), now);
-        let busy = |until: Option<Instant>| Attempt::Busy {
-            remaining: until.map(|until| until - now),
-        };
-        // Until when it is the readers' turn, if it is.
-        let readers_turn = match table.readers_turn(key.waiters(), now) {
-            Some((ReadersTurn::Turn, until)) => Some(until),
-            _ => None,
-        };
-        if key.kind == KeyKind::Read {
-            if !readers.iter().any(|(member, _)| member == token) {
-                let blocker = writer.map(|(_, until)| until).or_else(|| {
-                    let intent = intents.first().filter(|_| readers_turn.is_none());
-                    intent.map(|(_, until)| *until)
-                });
-                if blocker.is_some() {
-                    if !place.is_zero() && readers_turn.is_none() {
-                        let until = deadline(now, place);
-                        table
-                            .turns
-                            .insert(key.waiters().to_owned(), (ReadersTurn::Waiting, until));
-                    }
-                    return busy(blocker);
-                }
-            }
-            table.set_member(key.readers(), token, Some(expires));
-            return Attempt::Acquired;
-        }
-        let ours_or_free = match writer {
-            Some((ours, _)) => ours,
-            None => readers.is_empty() && readers_turn.is_none(),
-        };
-        if ours_or_free {
-            table.set_member(key.queue(), token, None);
-            table.set_holder(key.lock(), token, expires, now);
-            return Attempt::Acquired;
-        }
-        if !place.is_zero() {
-            table.set_member(key.queue(), token, Some(deadline(now, place)));
-        }
-        busy(
-            writer
-                .map(|(_, until)| until)
-                .or(readers_turn)
-                .or(readers.first().map(|(_, until)| *until)),
-        )
-    }
-
-    pub(crate) fn unlock(&self, key: &LockKey, token: &OwnerToken) -> bool {
-        let owned = match key.kind {
-            KeyKind::Lock => self.unlock_lock(key, token),
-            KeyKind::Semaphore => self.release_permit(key.lock(), token),
-            KeyKind::Read => self.release_permit(key.readers(), token),
-            KeyKind::Write => {
-                let owned = self.unlock_lock(key, token);
-                if owned {
-                    self.table()
-                        .give_readers_their_turn(key.waiters(), Instant::now());
-                }
-                if self.release_permit(key.queue(), token) || owned {
-                    self.queues.wake_every(key.lock());
-                    self.queues.wake_one(key.readers());
-                }
-                return owned;
-            }
-        };
-        if owned {
-            // A reader leaving wakes a writer, who waits on the readers' name.
-            let channel = match key.kind {
-                KeyKind::Read => key.readers(),
-                _ => key.lock(),
-            };
-            self.queues.wake_one(channel);
-        }
-        owned
-    }
-
     /// Frees the lock `key` if `token` holds it; whether it did.
-    fn unlock_lock(&self, key: &LockKey, token: &OwnerToken) -> bool {
+    fn release_lock(&self, key: &LockKey, token: &OwnerToken) -> bool {
         let mut table = self.table();
         let now = Instant::now();
         match table.entries.get_mut(key.lock()) {
@@ -308,12 +189,12 @@ impl MemoryBackend {
         }
     }
 
+    /// Extends the lease of `claim` if its token still holds it: as a
+    /// key's holder or as a member of a lease set (see [`Holding`]).
     pub(crate) fn renew(&self, claim: Claim<'_>) -> bool {
         let Claim { key, token, .. } = claim;
-        match key.kind {
-            KeyKind::Semaphore => return self.renew_permit(key.lock(), claim),
-            KeyKind::Read => return self.renew_permit(key.readers(), claim),
-            KeyKind::Lock | KeyKind::Write => {}
+        if key.kind.holding() == Holding::Member {
+            return self.renew_permit(key.members(), claim);
         }
         let now = Instant::now();
         let mut table = self.table();
@@ -332,94 +213,29 @@ impl MemoryBackend {
         self.queues.waiters(key.channel())
     }
 
-    /// The holder, remaining lease and fencing counter of `key` (waiters
-    /// queue only in this process: see `local_waiters`).
-    pub(crate) fn inspect(&self, key: &LockKey) -> LockState {
-        let now = Instant::now();
-        let table = self.table();
-        let Some(entry) = table.entries.get(key.lock()) else {
-            return LockState::default();
-        };
-        let held = table.held(key.lock(), now);
-        LockState {
-            holder: held.map(|held| held.token.as_str().to_owned()),
-            remaining: held.map(|held| held.expires - now),
-            fence: (entry.fence > 0).then_some(entry.fence),
-            ..LockState::default()
-        }
-    }
-
-    /// The live holders of the semaphore or read/write lock `key`, its
-    /// writer, waiting writers and writers' fencing counter.
-    pub(crate) fn inspect_shared(&self, key: &LockKey) -> SharedState {
+    /// What the table holds under the names of `key`, whatever its kind:
+    /// the key's holder and fencing counter, and its live member leases.
+    fn inspect_names(&self, key: &LockKey) -> State {
         let now = Instant::now();
         let mut table = self.table();
-        let set = match key.kind {
-            KeyKind::Semaphore => key.lock(),
-            KeyKind::Lock | KeyKind::Read | KeyKind::Write => key.readers(),
-        };
-        let members = table.live_members(set, now);
-        let holders = members
-            .iter()
-            .take(MOST_WAITERS_SHOWN)
-            .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
-            .collect();
-        let holder_count = members.len();
-        if key.kind == KeyKind::Semaphore {
-            return SharedState {
-                holders,
-                holder_count,
-                ..SharedState::default()
-            };
-        }
-        SharedState {
-            holders,
-            holder_count,
-            writer: table
-                .held(key.lock(), now)
-                .map(|held| (held.token.as_str().to_owned(), held.expires - now)),
-            writers_waiting: table.live_members(key.queue(), now).len(),
+        let members = table.live_members(key.members(), now);
+        let held = table.held(key.lock(), now);
+        State {
+            holder: held.map(|held| held.token.as_str().to_owned()),
+            remaining: held.map(|held| held.expires - now),
+            members: members
+                .iter()
+                .take(MOST_WAITERS_SHOWN)
+                .map(|(token, expires)| (token.as_str().to_owned(), *expires - now))
+                .collect(),
+            member_count: members.len(),
             fence: table
                 .entries
                 .get(key.lock())
                 .map(|entry| entry.fence)
                 .filter(|fence| *fence > 0),
+            ..State::default()
         }
-    }
-
-    /// Frees `key` whoever holds it, raises its fencing counter as `fence`
-    /// issues tokens, and wakes its waiters.
-    pub(crate) fn force_release(&self, key: &LockKey) -> Evicted {
-        let evicted = self.table().evict_holder(key.lock(), Instant::now());
-        self.queues.wake_all(key.lock());
-        evicted
-    }
-
-    /// Takes back every permit of the semaphore `key`, as
-    /// `semaphore_force_release.lua` does, and wakes every waiter.
-    pub(crate) fn force_release_semaphore(&self, key: &LockKey) -> EvictedLeases {
-        let evicted = self.table().evict_members(key.lock(), Instant::now());
-        self.queues.wake_every(key.lock());
-        evicted
-    }
-
-    /// Frees the read/write lock `key`, writer and readers, and raises its
-    /// writers' fencing counter, as `rw_force_release.lua` does; waiting
-    /// writers keep their intents. Wakes every reader and a writer.
-    pub(crate) fn force_release_rw(&self, key: &LockKey) -> EvictedRw {
-        let now = Instant::now();
-        let evicted = {
-            let mut table = self.table();
-            let writer = table.evict_holder(key.lock(), now);
-            EvictedRw {
-                writer: writer.holder,
-                readers: table.evict_members(key.readers(), now),
-                fence: writer.fence,
-            }
-        };
-        self.queues.wake_every(key.lock());
-        self.queues.wake_one(key.readers());
-        evicted
     }
 
     /// The names held now: lock keys with a live holder (a read/write
@@ -490,22 +306,21 @@ impl Table {
         Evicted {
             holder,
             fence: entry.fence,
+            ..Evicted::default()
         }
     }
 
-    /// Empties the holder set `set`: the members whose lease was live at
-    /// `now`, earliest lease end first.
-    fn evict_members(&mut self, set: &str, now: Instant) -> EvictedLeases {
+    /// Empties the holder set `set` into `evicted`: the members whose
+    /// lease was live at `now`, earliest lease end first.
+    fn evict_members(&mut self, set: &str, now: Instant, evicted: &mut Evicted) {
         let live = self.live_members(set, now);
         self.semaphores.remove(set);
-        EvictedLeases {
-            holders: live
-                .iter()
-                .take(MOST_WAITERS_SHOWN)
-                .map(|(token, _)| token.as_str().to_owned())
-                .collect(),
-            holder_count: live.len(),
-        }
+        evicted.members = live
+            .iter()
+            .take(MOST_WAITERS_SHOWN)
+            .map(|(token, _)| token.as_str().to_owned())
+            .collect();
+        evicted.member_count = live.len();
     }
 
     /// The members of the holder set `set` whose lease is live at `now`
@@ -637,7 +452,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> LockKey {
-        crate::keys::KeySpace::new("lock:".into()).key(name)
+        crate::keys::KeySpace::new("lock:".into()).key(crate::kinds::kind::Kind::Lock, name)
     }
 
     fn claim<'a>(key: &'a LockKey, token: &'a OwnerToken, ttl_ms: u64) -> Claim<'a> {
@@ -645,7 +460,7 @@ mod tests {
     }
 
     fn acquired(attempt: Attempt) {
-        assert_eq!(attempt, Attempt::Acquired, "expected the lock");
+        assert_eq!(attempt, Attempt::GRANTED, "expected the lock");
     }
 
     /// Takes `name` at `now` and has a fencing token issued (which is what
@@ -657,7 +472,7 @@ mod tests {
         ttl_ms: u64,
         now: Instant,
     ) -> u64 {
-        acquired(backend.try_lock_at(claim(&key(name), token, ttl_ms), now));
+        acquired(backend.take_lock_at(claim(&key(name), token, ttl_ms), now));
         backend
             .fence_at(claim(&key(name), token, ttl_ms), now)
             .expect("the holder gets a token")
@@ -688,18 +503,18 @@ mod tests {
         let backend = MemoryBackend::new();
         let (first, second) = (OwnerToken::generate(), OwnerToken::generate());
         let k = key("fenced");
-        acquired(backend.try_lock(claim(&k, &first, 1_000)));
+        acquired(backend.take_lock(claim(&k, &first, 1_000)));
         let a = backend.fence(claim(&k, &first, 1_000)).unwrap();
         let b = backend.fence(claim(&k, &first, 1_000)).unwrap();
         assert!(b > a);
         assert_eq!(backend.fence(claim(&k, &second, 1_000)), None);
-        assert!(backend.unlock(&k, &first));
+        assert!(backend.release(&k, &first));
         assert_eq!(
             backend.fence(claim(&k, &first, 1_000)),
             None,
             "released: no token"
         );
-        acquired(backend.try_lock(claim(&k, &second, 1_000)));
+        acquired(backend.take_lock(claim(&k, &second, 1_000)));
         assert!(backend.fence(claim(&k, &second, 1_000)).unwrap() > b);
     }
 
@@ -708,13 +523,13 @@ mod tests {
         let (backend, token, start) =
             (MemoryBackend::new(), OwnerToken::generate(), Instant::now());
         let hour = Duration::from_secs(3_600);
-        backend.try_lock_at(claim(&key("held"), &token, 3_600_000), start);
+        backend.take_lock_at(claim(&key("held"), &token, 3_600_000), start);
         fenced(&backend, "recent", &token, 1_000, start + hour / 12);
         for i in 2..MIN_SWEEP {
             fenced(&backend, &format!("k{i}"), &token, 1_000, start);
         }
 
-        backend.try_lock_at(
+        backend.take_lock_at(
             claim(&key("trigger"), &token, 1_000),
             start + MIN_RETENTION + hour / 60,
         );
@@ -747,16 +562,16 @@ mod tests {
         let backend = MemoryBackend::new();
         let (owner, other) = (OwnerToken::generate(), OwnerToken::generate());
         let k = key("forever");
-        acquired(backend.try_lock(claim(&k, &owner, u64::MAX)));
-        match backend.try_lock(claim(&k, &other, u64::MAX)) {
+        acquired(backend.take_lock(claim(&k, &owner, u64::MAX)));
+        match backend.take_lock(claim(&k, &other, u64::MAX)) {
             Attempt::Busy {
                 remaining: Some(remaining),
             } => assert!(remaining >= FAR_FUTURE, "{remaining:?}"),
             other => panic!("expected busy, got {other:?}"),
         }
         assert!(backend.renew(claim(&k, &owner, u64::MAX)));
-        assert!(backend.unlock(&k, &owner));
-        acquired(backend.try_lock(claim(&k, &other, u64::MAX)));
+        assert!(backend.release(&k, &owner));
+        acquired(backend.take_lock(claim(&k, &other, u64::MAX)));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 -- Take a lock with SET NX PX, as the uncontended attempt does (see
 -- commands.rs: like it, this does not look at the waiter queue), and issue
--- its fencing token in the same call (see fence_issue.lua): the first
+-- its fencing token in the same call (see `issue_fence` in prelude.lua): the first
 -- attempt of a `fenced` lock, one script instead of a SET and fence.lua.
 -- Only the owner that took the lock gets the token.
 -- KEYS[1]  lock key

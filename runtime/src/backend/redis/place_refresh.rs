@@ -66,8 +66,8 @@ pub(in crate::backend) async fn refresh(
     let mut invocation = scripts::REFRESH_PLACES.prepare_invoke();
     invocation
         .key(key.lock())
-        .key(key.queue())
-        .key(key.waiters())
+        .key(key.as_lock().queue)
+        .key(key.as_lock().places)
         .arg(refresh.seq)
         .arg(millis(refresh.place));
     for (token, lease_ms) in refresh.waiters {
