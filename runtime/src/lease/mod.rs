@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use crate::backend::Claim;
+use crate::backend::step::Claim;
 use crate::keys::LockKey;
 use crate::lease::seats::Seat;
 use crate::lease::status::{LeaseStatus, StatusCell};
