@@ -4,6 +4,8 @@
 use std::fmt::Display;
 use std::future::Future;
 
+use crate::acquire;
+use crate::kinds::kind::{Kind, Side};
 use crate::{installed, LockError, LockManager, LockOptions};
 
 /// A placeholder's value in a lock key: anything with `Display`.
@@ -150,6 +152,27 @@ where
     }
 }
 
+/// What a [`Target`] takes: one lease of a kind, the locks of several
+/// keys, or the lock of a period.
+enum Taken {
+    Lease(String, Kind),
+    Locks(Vec<String>),
+    Period(String, std::time::Duration),
+}
+
+impl From<Target> for Taken {
+    fn from(target: Target) -> Self {
+        match target {
+            Target::Lock(key) => Taken::Lease(key, Kind::Lock),
+            Target::Permit(key, permits) => Taken::Lease(key, Kind::Semaphore { permits }),
+            Target::Read(key) => Taken::Lease(key, Kind::ReadWrite(Side::Read)),
+            Target::Write(key) => Taken::Lease(key, Kind::ReadWrite(Side::Write)),
+            Target::Locks(keys) => Taken::Locks(keys),
+            Target::Period(key, period) => Taken::Period(key, period),
+        }
+    }
+}
+
 /// `body` under `target`, waiting for it up to the options' `wait`.
 async fn wait<F: Future>(
     manager: &LockManager,
@@ -157,16 +180,10 @@ async fn wait<F: Future>(
     options: LockOptions,
     body: F,
 ) -> Result<F::Output, LockError> {
-    match target {
-        Target::Lock(key) => manager.with_lock(&key, options, body).await,
-        Target::Locks(keys) => manager.with_locks(keys, options, body).await,
-        Target::Permit(key, permits) => {
-            let semaphore = manager.semaphore(&key, permits);
-            semaphore.with_permit(options, body).await
-        }
-        Target::Read(key) => manager.rwlock(&key).with_read(options, body).await,
-        Target::Write(key) => manager.rwlock(&key).with_write(options, body).await,
-        Target::Period(..) => Err(LockError::InvalidOptions(
+    match Taken::from(target) {
+        Taken::Lease(key, kind) => acquire::with(manager, &key, kind, options, body).await,
+        Taken::Locks(keys) => manager.with_locks(keys, options, body).await,
+        Taken::Period(..) => Err(LockError::InvalidOptions(
             "a `period` needs `on_busy = \"skip\"`: a later call of the period skips".into(),
         )),
     }
@@ -179,16 +196,10 @@ async fn attempt<F: Future>(
     options: LockOptions,
     body: F,
 ) -> Result<Option<F::Output>, LockError> {
-    match target {
-        Target::Lock(key) => manager.try_with_lock(&key, options, body).await,
-        Target::Locks(keys) => manager.try_with_locks(keys, options, body).await,
-        Target::Permit(key, permits) => {
-            let semaphore = manager.semaphore(&key, permits);
-            semaphore.try_with_permit(options, body).await
-        }
-        Target::Read(key) => manager.rwlock(&key).try_with_read(options, body).await,
-        Target::Write(key) => manager.rwlock(&key).try_with_write(options, body).await,
-        Target::Period(key, period) => {
+    match Taken::from(target) {
+        Taken::Lease(key, kind) => acquire::try_with(manager, &key, kind, options, body).await,
+        Taken::Locks(keys) => manager.try_with_locks(keys, options, body).await,
+        Taken::Period(key, period) => {
             manager
                 .try_once_per_period(&key, period, options, body)
                 .await

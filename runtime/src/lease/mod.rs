@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use crate::backend::{Backend, Claim};
+use crate::backend::step::Claim;
+use crate::backend::Backend;
 use crate::keys::LockKey;
 use crate::lease::registry::Leases;
 use crate::lease::seats::Seat;

@@ -48,7 +48,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::timeout_at;
 
-use crate::backend::{Backend, Claim, Renewal, MOST_PER_CALL};
+use crate::backend::batch::MOST_PER_CALL;
+use crate::backend::step::{Claim, Renewal};
+use crate::backend::Backend;
 use crate::keys::LockKey;
 use crate::lease::slab::Slab;
 use crate::lease::status::StatusCell;

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use super::{deadline, Held, MemoryBackend, ReadersTurn};
-use crate::backend::{Attempt, Claim, Evicted, State, Taking};
+use crate::backend::state::{Evicted, State};
+use crate::backend::step::{Attempt, Claim, Taking};
 use crate::keys::LockKey;
 use crate::kinds::kind::{Kind, Side};
 use crate::token::OwnerToken;

@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::batch::Renewal;
 use super::redis::rwlock::READERS_TURN;
 use super::state::{Evicted, State, MOST_WAITERS_SHOWN};
-use super::{Attempt, Claim};
+use super::step::Renewal;
+use super::step::{Attempt, Claim};
 use crate::backend::wait_queue::{WaitQueues, WaitTicket};
 use crate::keys::LockKey;
 use crate::kinds::kind::Holding;

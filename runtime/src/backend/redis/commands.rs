@@ -10,7 +10,7 @@ use redis::RedisError;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use crate::backend::{millis, Attempt, Claim};
+use crate::backend::step::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::{RedisWrite, ToRedisArgs};
 
-use crate::backend::millis;
+use crate::backend::step::millis;
 
 /// The lock-delay a manager asks its servers to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -21,7 +21,7 @@ use redis::{ErrorKind, RedisError, Value};
 
 use super::commands::set_command;
 use super::connection::describe;
-use crate::backend::Claim;
+use crate::backend::step::Claim;
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 

@@ -8,7 +8,7 @@ use redis::aio::ConnectionLike;
 use redis::RedisError;
 
 use super::scripts;
-use crate::backend::millis;
+use crate::backend::step::millis;
 use crate::keys::LockKey;
 
 /// The places to refresh: numbered `seq` (a release's grant may name it),

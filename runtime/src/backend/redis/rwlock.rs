@@ -24,7 +24,7 @@ use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use crate::backend::{millis, Attempt, Claim};
+use crate::backend::step::{millis, Attempt, Claim};
 use crate::keys::LockKey;
 use crate::token::OwnerToken;
 

@@ -16,7 +16,7 @@ use super::commands::attempt_from_reply;
 use super::lock_delay::NodeCheck;
 use super::scripts::{self, run_script};
 use super::session::SessionScript;
-use crate::backend::{Attempt, Claim};
+use crate::backend::step::{Attempt, Claim};
 use crate::token::OwnerToken;
 
 /// Runs `semaphore_acquire.lua` once, under the sessions of `script`: a permit of `claim`'s key, if fewer
