@@ -9,6 +9,9 @@
 //! line, in `xtask/known-circles.txt`: the check fails on an import on a
 //! circle that is not listed (a new circle), and on a listed one that is no
 //! longer on a circle (remove its line), so the list only shrinks.
+//! `--update` rewrites the list to the imports on circles now: after a
+//! merge that moved imports inside a circle, review its diff (a new line
+//! is a new import on a circle).
 
 mod modules;
 mod syntax;
@@ -25,8 +28,9 @@ const KNOWN: &str = "xtask/known-circles.txt";
 type Graph = BTreeMap<PathBuf, BTreeMap<PathBuf, String>>;
 
 /// Prints each circle; `Ok(false)` when an import on one is not in
-/// [`KNOWN`], or a line of it is on none.
-pub fn run() -> Result<bool, String> {
+/// [`KNOWN`], or a line of it is on none. With `update`, rewrites
+/// [`KNOWN`] to the imports on circles instead.
+pub fn run(update: bool) -> Result<bool, String> {
     let workspace = Workspace::load()?;
     let mut graph = Graph::new();
     let mut roots = workspace.crate_roots.clone();
@@ -61,6 +65,24 @@ pub fn run() -> Result<bool, String> {
         .collect();
     let listed = std::fs::read_to_string(workspace.root.join(KNOWN))
         .map_err(|error| format!("cannot read {KNOWN}: {error}"))?;
+    if update {
+        let header: String = listed
+            .lines()
+            .take_while(|line| line.starts_with('#'))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let lines: String = on_circles
+            .iter()
+            .map(|import| format!("{import}\n"))
+            .collect();
+        std::fs::write(workspace.root.join(KNOWN), header + &lines)
+            .map_err(|error| format!("cannot write {KNOWN}: {error}"))?;
+        eprintln!(
+            "xtask: circles: {KNOWN} lists the {} imports on circles now",
+            on_circles.len()
+        );
+        return Ok(true);
+    }
     let known: BTreeSet<String> = listed
         .lines()
         .map(str::trim)
