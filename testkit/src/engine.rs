@@ -25,11 +25,11 @@ pub enum Engine {
     #[default]
     Redis,
     /// `valkey-server` 9.1, from the path in `LEASEHOLD_VALKEY_SERVER`, which
-    /// `scripts/run-tests` sets to the build `scripts/ensure-valkey` caches.
+    /// `cargo xtask test` sets to the build `scripts/ensure-valkey` caches.
     /// Starting it with the variable unset panics with what to run.
     Valkey,
     /// `redis-server` 8.6 (which has `DELEX` and `SET … IFEQ`), from the
-    /// path in `LEASEHOLD_REDIS8_SERVER`, which `scripts/run-tests` sets to
+    /// path in `LEASEHOLD_REDIS8_SERVER`, which `cargo xtask test` sets to
     /// the build `scripts/ensure-redis8` caches. Starting it with the
     /// variable unset panics with what to run.
     Redis8,
@@ -59,7 +59,7 @@ impl Engine {
                 "{var} is not set, so this {release} test has no {program} to start: \
                  run `export {var}=$({script})`, which builds {release} once (a few \
                  minutes, cached under ~/.cache/leasehold) and prints its path; \
-                 scripts/test and scripts/run-tests set it themselves",
+                 scripts/test and `cargo xtask test` set it themselves",
                 var = self.env_var(),
                 program = self.program(),
             ),

@@ -232,3 +232,107 @@ impl<M, B> std::fmt::Debug for LockLayerBuilder<M, B> {
             .finish_non_exhaustive()
     }
 }
+
+/// The `Retry-After` a layer tells: its tests build a whole layer, so they
+/// live here, beside the layer, not in `retry.rs`.
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::future::{ready, Ready};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http::header::RETRY_AFTER;
+    use http::{Request, Response, StatusCode};
+    use http_body_util::Empty;
+    use leasehold_runtime::{LockManager, LockOptions};
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    use super::LockLayer;
+    use crate::answer::OnBusy;
+    use crate::retry::RetryAfter;
+
+    /// A handler that answers at once: its holds take well under a second.
+    #[derive(Clone)]
+    struct Quick;
+
+    impl Service<Request<()>> for Quick {
+        type Response = Response<Empty<Bytes>>;
+        type Error = Infallible;
+        type Future = Ready<Result<Self::Response, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            ready(Ok(Response::new(Empty::new())))
+        }
+    }
+
+    fn order(id: &str) -> Request<()> {
+        Request::builder().header("order", id).body(()).unwrap()
+    }
+
+    /// The holder's lease in these tests.
+    const LEASE: Duration = Duration::from_secs(20);
+
+    /// The `Retry-After` of a request for `order:a` while another client
+    /// holds that lock with a [`LEASE`] lease, after one quick request
+    /// through the layer built by `builder`.
+    async fn retry_after_while_held(
+        build: impl FnOnce(LockManager) -> LockLayer<LockManager, ()>,
+    ) -> u64 {
+        let locks = LockManager::in_memory();
+        let mut service = build(locks.clone()).layer(Quick);
+        let served = service.call(order("a")).await.unwrap();
+        assert_eq!(served.status(), StatusCode::OK);
+        let holder = locks
+            .acquire("order:a", LockOptions::new().ttl(LEASE))
+            .await
+            .unwrap();
+        let busy = service.call(order("a")).await.unwrap();
+        assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+        holder.release().await.unwrap();
+        let header = busy.headers().get(RETRY_AFTER).expect("a Retry-After");
+        header.to_str().unwrap().parse().unwrap()
+    }
+
+    /// A 429 after quick holds tells clients to come back about when such a
+    /// hold ends, not when the holder's whole lease would (20 s for a
+    /// handler that takes milliseconds).
+    #[tokio::test]
+    async fn retry_after_follows_recent_holds_not_the_whole_lease() {
+        let seconds = retry_after_while_held(|locks| {
+            LockLayer::builder(locks)
+                .key("order:{header.order}")
+                .on_busy(OnBusy::TooManyRequests)
+                .build()
+                .unwrap()
+        })
+        .await;
+        assert!(seconds < LEASE.as_secs() / 2, "Retry-After: {seconds}");
+    }
+
+    /// A fixed `Retry-After` is said as configured, and never above the
+    /// holder's remaining lease.
+    #[tokio::test]
+    async fn a_fixed_retry_after_is_bounded_by_the_remaining_lease() {
+        let fixed = |wait| {
+            move |locks| {
+                LockLayer::builder(locks)
+                    .key("order:{header.order}")
+                    .on_busy(OnBusy::TooManyRequests)
+                    .retry_after(RetryAfter::Fixed(wait))
+                    .build()
+                    .unwrap()
+            }
+        };
+        let seconds = retry_after_while_held(fixed(Duration::from_millis(2500))).await;
+        assert_eq!(seconds, 3);
+        let seconds = retry_after_while_held(fixed(Duration::from_secs(600))).await;
+        assert!(seconds <= LEASE.as_secs(), "Retry-After: {seconds}");
+    }
+}

@@ -15,7 +15,7 @@
 #[test]
 fn ui() {
     // The cases are compiled by plain rustc, as users' code is:
-    // `scripts/run-tests` has clippy compile the workspace's crates
+    // `cargo xtask test` has clippy compile the workspace's crates
     // (RUSTC_WORKSPACE_WRAPPER), which trybuild's cargo would inherit, and
     // clippy prints type paths in full, unlike the snapshots. An empty value
     // turns it off.
