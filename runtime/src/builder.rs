@@ -37,6 +37,13 @@ impl Default for LockManagerBuilder {
     }
 }
 
+impl LockManager {
+    /// Settings for a new manager: namespace and time limits.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder::default()
+    }
+}
+
 impl LockManagerBuilder {
     /// The name this manager gives its locks' holders, for operators (see
     /// `LockManager::inspect`): e.g. the service's name. Default:

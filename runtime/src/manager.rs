@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::builder::LockManagerBuilder;
 use crate::keys::{KeySpace, LockKey};
 use crate::kinds::kind::Kind;
 use crate::lease::registry::Leases;
@@ -148,11 +147,6 @@ impl LockManager {
         I::Item: AsRef<str>,
     {
         Self::builder().cluster(urls).await
-    }
-
-    /// Settings for a new manager: namespace and time limits.
-    pub fn builder() -> LockManagerBuilder {
-        LockManagerBuilder::default()
     }
 
     /// A manager whose locks live in this process: same semantics as Redis

@@ -10,13 +10,12 @@ mod snapshot;
 
 use leasehold::LockManager;
 use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
 use ratatui::Terminal;
 
 pub use app::live;
 
 use crate::failure::Failure;
-use render::{height_for, render};
+use render::{height_for, render, text_of};
 use snapshot::Collector;
 
 /// Size of the frame `--once` prints.
@@ -37,18 +36,4 @@ pub async fn once(manager: &LockManager, title: &str, pattern: &str) -> Result<(
     let Ok(_) = terminal.draw(|frame| render(&snapshot, frame));
     print!("{}", text_of(terminal.backend().buffer()));
     Ok(())
-}
-
-/// The characters of `buffer`, one line per row, trailing blanks trimmed.
-fn text_of(buffer: &Buffer) -> String {
-    let area = buffer.area;
-    let mut text = String::new();
-    for y in area.top()..area.bottom() {
-        let line: String = (area.left()..area.right())
-            .map(|x| buffer[(x, y)].symbol())
-            .collect();
-        text.push_str(line.trim_end());
-        text.push('\n');
-    }
-    text
 }

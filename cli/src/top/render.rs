@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -193,6 +194,20 @@ fn titled(title: &'static str) -> Block<'static> {
     Block::new().borders(Borders::ALL).title(title)
 }
 
+/// The characters of `buffer`, one line per row, trailing blanks trimmed.
+pub(super) fn text_of(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut text = String::new();
+    for y in area.top()..area.bottom() {
+        let line: String = (area.left()..area.right())
+            .map(|x| buffer[(x, y)].symbol())
+            .collect();
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, SystemTime};
@@ -202,9 +217,9 @@ mod tests {
     use ratatui::Terminal;
 
     use super::render;
+    use super::text_of;
     use crate::locks::Kind;
     use crate::top::snapshot::{Change, ChangeKind, HeldLock, Snapshot};
-    use crate::top::text_of;
 
     fn holder(manager: &str, pid: u32) -> Holder {
         let token = format!("{}|0|30000|{pid}|web-7|{manager}|shop::buy", "0".repeat(32));

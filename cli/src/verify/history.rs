@@ -6,6 +6,7 @@
 //! and recovery after a killed holder.
 
 use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -252,6 +253,15 @@ fn recovery(events: &[Event], holds: &BTreeMap<&str, Vec<Hold<'_>>>) -> Option<u
         }
     }
     longest
+}
+
+/// Now, in µs of the wall clock: the time of every event of a history.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 #[cfg(test)]

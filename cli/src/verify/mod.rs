@@ -24,9 +24,8 @@ use serde::Serialize;
 
 use crate::connect::{Deployment, Target};
 use crate::failure::Failure;
-use history::{Event, Findings};
+use history::{now_us, Event, Findings};
 use store::Store;
-use worker::now_us;
 
 /// The contest's settings (`dlock verify`'s options; a worker gets the same).
 #[derive(Debug, Clone, Args)]

@@ -8,11 +8,11 @@
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use leasehold::{LockManager, LockOptions};
 
-use super::history::Event;
+use super::history::{now_us, Event};
 use super::proxy::{Mode, Proxy};
 use super::store::Store;
 use super::{counter_key, user_key, Contest};
@@ -242,15 +242,6 @@ fn emit(event: &Event) {
 
 fn emit_fault(what: String) {
     emit(&Event::Fault { at: now_us(), what });
-}
-
-/// Now, in µs of the wall clock.
-pub fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
-        })
 }
 
 /// `instant` (a lease's certain end, past or future) on the wall clock, in

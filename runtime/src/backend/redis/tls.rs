@@ -167,11 +167,12 @@ fn install_crypto_provider() {
 /// unit tests once with no feature).
 #[cfg(all(test, not(feature = "tls")))]
 mod tests {
-    use crate::{LockError, LockManager};
+    use super::TlsConfig;
+    use crate::LockError;
 
-    #[tokio::test]
-    async fn tls_url_without_the_tls_feature_names_the_feature() {
-        let refused = LockManager::connect("rediss://127.0.0.1:6379").await;
+    #[test]
+    fn tls_url_without_the_tls_feature_names_the_feature() {
+        let refused = TlsConfig::default().open_client("rediss://127.0.0.1:6379");
         let Err(err @ LockError::InvalidUrl { .. }) = refused else {
             panic!("rediss:// without the tls feature: {refused:?}");
         };
