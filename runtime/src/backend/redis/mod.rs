@@ -13,6 +13,7 @@
 pub(super) mod acl;
 pub(super) mod admin;
 pub(super) mod cluster_link;
+pub(super) mod cluster_seeds;
 pub(super) mod commands;
 pub(super) mod connection;
 pub(super) mod lock_delay;
@@ -37,6 +38,7 @@ use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
 use self::admin::{Evicted, EvictedLeases, EvictedRw, LockState, SharedState};
+use self::cluster_seeds::ClusterSeeds;
 use self::commands::{
     acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
     issue_fence, release, renew, try_set, try_set_checked, try_set_fenced,
@@ -51,7 +53,7 @@ use self::rwlock::{acquire_rw, release_write};
 use self::scripts::run_script;
 use self::semaphore::{acquire_permit, release_member, renew_member};
 use self::session::SessionScript;
-use self::target::{ClusterSeeds, Commands, Target};
+use self::target::{Commands, Target};
 use self::tls::TlsConfig;
 use super::batch::{renew_each, Renewal};
 use crate::backend::wait_queue::WaitTicket;
