@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use redis::cluster_async::ClusterConnection;
 use redis::RedisResult;
 
+use super::cluster_seeds::ClusterSeeds;
 use super::connection::RedisConfig;
-use super::target::ClusterSeeds;
 
 /// Calls in a row that got no answer before the connection counts as
 /// stalled.

@@ -13,6 +13,7 @@
 pub(super) mod acl;
 pub(super) mod admin;
 pub(super) mod cluster_link;
+pub(super) mod cluster_seeds;
 pub(super) mod commands;
 pub(super) mod connection;
 mod kinds;
@@ -38,6 +39,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::OnceCell;
 
+use self::cluster_seeds::ClusterSeeds;
 use self::commands::{
     acquire, acquire_checked, acquire_invocation, attempt_from_reply, confirm, hold_down,
     issue_fence, renew, try_set, try_set_checked, try_set_fenced,
@@ -52,7 +54,7 @@ use self::renew_batch::renew_each;
 use self::scripts::run_script;
 use self::semaphore::renew_member;
 use self::session::SessionScript;
-use self::target::{ClusterSeeds, Commands, Target};
+use self::target::{Commands, Target};
 use self::tls::TlsConfig;
 use crate::backend::step::Renewal;
 use crate::backend::step::{millis, Attempt, Claim, Taking};

@@ -46,8 +46,9 @@ use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{Notify, OwnedMutexGuard};
 
 use super::acl::permission_denied;
+use super::cluster_seeds::ClusterSeeds;
 use super::connection::{describe, manager_config, RedisConfig};
-use super::target::{ClusterSeeds, Target};
+use super::target::Target;
 use crate::backend::wait_queue::{Grant, WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
