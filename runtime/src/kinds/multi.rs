@@ -117,15 +117,11 @@ impl LockManager {
     /// Fencing tokens are per key ([`MultiGuard::fencing_token`]).
     /// Cancel-safe as [`acquire`](Self::acquire): dropped at any `.await`,
     /// it leaves no lock behind.
-    pub async fn acquire_all<I>(
+    pub async fn acquire_all(
         &self,
-        keys: I,
+        keys: impl IntoIterator<Item: AsRef<str>>,
         options: LockOptions,
-    ) -> Result<MultiGuard, LockError>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
+    ) -> Result<MultiGuard, LockError> {
         let taken = self
             .lock_all(key_set(keys)?, options, Attempts::UntilWait)
             .await?;
@@ -135,15 +131,11 @@ impl LockManager {
     /// As [`acquire_all`](Self::acquire_all), with one attempt per key and
     /// no waiting: `Ok(None)` when a key is held elsewhere (the keys taken
     /// before it are given back at once). Cancel-safe alike.
-    pub async fn try_acquire_all<I>(
+    pub async fn try_acquire_all(
         &self,
-        keys: I,
+        keys: impl IntoIterator<Item: AsRef<str>>,
         options: LockOptions,
-    ) -> Result<Option<MultiGuard>, LockError>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
+    ) -> Result<Option<MultiGuard>, LockError> {
         self.lock_all(key_set(keys)?, options, Attempts::One).await
     }
 
@@ -213,15 +205,13 @@ impl LockManager {
     /// otherwise: the body runs in a lock scope of all the keys (nested
     /// acquisitions of any of them re-enter), and with `OnLost::Cancel` it is
     /// dropped as soon as the lease of any key is lost.
-    pub async fn with_locks<I, F>(
+    pub async fn with_locks<F>(
         &self,
-        keys: I,
+        keys: impl IntoIterator<Item: AsRef<str>>,
         options: LockOptions,
         body: F,
     ) -> Result<F::Output, LockError>
     where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
         F: Future,
     {
         // Boxed before the first `.await` (see `lease::body::run`).
@@ -236,15 +226,13 @@ impl LockManager {
     /// elsewhere the body does not run and the call returns `Ok(None)`,
     /// logged at info. For jobs that every instance of a fleet fires but one
     /// must run.
-    pub async fn try_with_locks<I, F>(
+    pub async fn try_with_locks<F>(
         &self,
-        keys: I,
+        keys: impl IntoIterator<Item: AsRef<str>>,
         options: LockOptions,
         body: F,
     ) -> Result<Option<F::Output>, LockError>
     where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
         F: Future,
     {
         // Boxed before the first `.await` (see `lease::body::run`).
@@ -284,11 +272,7 @@ impl Held for MultiGuard {
 
 /// The keys of `keys`, sorted and each once: the order every caller takes
 /// them in, so that two callers never wait on each other. Empty: refused.
-fn key_set<I>(keys: I) -> Result<Vec<String>, LockError>
-where
-    I: IntoIterator,
-    I::Item: AsRef<str>,
-{
+fn key_set(keys: impl IntoIterator<Item: AsRef<str>>) -> Result<Vec<String>, LockError> {
     let mut keys: Vec<String> = keys
         .into_iter()
         .map(|key| key.as_ref().to_owned())

@@ -49,7 +49,7 @@ use self::lock_delay::{run_id, LockDelay, LongestTtl, NodeCheck};
 use self::native::{Native, NativeCommands};
 use self::notify::Notifications;
 use self::place_refresh::{PlaceRefresh, PlacesSeen};
-use self::probe::{probe, settle, Needs, Via};
+use self::probe::{by_address, probe, settle, Needs, Via};
 use self::renew_batch::renew_each;
 use self::scripts::run_script;
 use self::semaphore::renew_member;
@@ -490,10 +490,7 @@ impl RedisBackend {
                 for Primary { host, port, .. } in cluster_primaries(connection.clone()).await? {
                     let keys = admin::scan(pattern, |command| {
                         let mut connection = connection.clone();
-                        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-                            host: host.clone(),
-                            port,
-                        });
+                        let route = RoutingInfo::SingleNode(by_address(host.clone(), port));
                         async move {
                             let reply = connection.route_command(command, route).await?;
                             redis::from_redis_value(reply).map_err(RedisError::from)
@@ -551,8 +548,7 @@ impl RedisBackend {
                     let address = format!("{host}:{port}");
                     let mut via = Via::ClusterNode {
                         connection: connection.clone(),
-                        host,
-                        port,
+                        node: by_address(host, port),
                         slots,
                     };
                     let probed = probe(&mut via, address, NodeRole::Primary, &needs, None).await;

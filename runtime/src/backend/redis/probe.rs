@@ -39,19 +39,16 @@ pub(in crate::backend) enum Via {
     /// One node of a cluster, addressed through the cluster connection.
     ClusterNode {
         connection: ClusterConnection,
-        host: String,
-        port: u16,
+        /// The node's route, by its address.
+        node: SingleNodeRoutingInfo,
         /// The slot ranges it serves, whose node markers show its lock-delay.
         slots: Vec<RangeInclusive<usize>>,
     },
 }
 
 /// The route to the cluster node at `host:port`.
-fn by_address(host: &str, port: u16) -> SingleNodeRoutingInfo {
-    SingleNodeRoutingInfo::ByAddress {
-        host: host.to_owned(),
-        port,
-    }
+pub(in crate::backend) fn by_address(host: String, port: u16) -> SingleNodeRoutingInfo {
+    SingleNodeRoutingInfo::ByAddress { host, port }
 }
 
 impl Via {
@@ -59,15 +56,10 @@ impl Via {
         match self {
             Via::Server(connection) => command.query_async(connection).await,
             Via::ClusterNode {
-                connection,
-                host,
-                port,
-                ..
+                connection, node, ..
             } => {
-                let node = by_address(host, *port);
-                connection
-                    .route_command(command.clone(), RoutingInfo::SingleNode(node))
-                    .await
+                let route = RoutingInfo::SingleNode(node.clone());
+                connection.route_command(command.clone(), route).await
             }
         }
     }
@@ -77,12 +69,9 @@ impl Via {
         match self {
             Via::Server(connection) => pipeline.query_async(connection).await,
             Via::ClusterNode {
-                connection,
-                host,
-                port,
-                ..
+                connection, node, ..
             } => {
-                let node = by_address(host, *port);
+                let node = node.clone();
                 connection.route_pipeline(pipeline, 0, count, node).await
             }
         }
