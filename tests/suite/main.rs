@@ -15,55 +15,62 @@
 mod support {
     pub use leasehold_test_support::*;
 
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    pub use crate::sql::*;
+    leasehold_test_support::server_tests! {
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
+        pub use crate::sql::*;
+    }
 }
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
 
-mod acl;
-mod auth;
-mod batch_renewal;
 mod cancellation;
-mod check;
-mod cluster;
-mod cluster_batches;
-mod cluster_lock_delay;
-mod computed_settings;
 mod conformance;
 mod conformance_mutex;
 mod conformance_shared;
-mod empty_key;
-mod failover;
-mod fault_proxy;
-mod fencing;
-mod future_size;
-mod handoff;
-mod leader;
-mod lock_delay;
-mod lock_delay_sessions;
-mod macro_expansion;
-mod macro_runtime;
-mod macro_shapes;
-mod multi_key;
-mod native;
-mod one_holder;
 mod operations;
-mod partition;
-mod partition_shared;
-mod redis_backend;
-mod redlock;
-mod rwlock;
-mod scheduled;
-mod semaphore;
-mod sentinel;
-#[cfg(feature = "serde")]
-mod settings_file;
 mod shutdown;
-mod skipping;
-mod tls;
-mod transactional;
-mod transactional_order;
-mod transactional_postgres;
-mod transactional_sqlite_default;
-mod waiting;
+
+// The modules without in-memory cases, which the in-memory loop
+// (`cargo xtask quick`) leaves out.
+leasehold_test_support::server_tests! {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    mod sql;
+    mod acl;
+    mod auth;
+    mod batch_renewal;
+    mod check;
+    mod cluster;
+    mod cluster_batches;
+    mod cluster_lock_delay;
+    mod computed_settings;
+    mod empty_key;
+    mod failover;
+    mod fault_proxy;
+    mod fencing;
+    mod future_size;
+    mod handoff;
+    mod leader;
+    mod lock_delay;
+    mod lock_delay_sessions;
+    mod macro_expansion;
+    mod macro_runtime;
+    mod macro_shapes;
+    mod multi_key;
+    mod native;
+    mod one_holder;
+    mod partition;
+    mod partition_shared;
+    mod redis_backend;
+    mod redlock;
+    mod rwlock;
+    mod scheduled;
+    mod semaphore;
+    mod sentinel;
+    #[cfg(feature = "serde")]
+    mod settings_file;
+    mod skipping;
+    mod tls;
+    mod transactional;
+    mod transactional_order;
+    mod transactional_postgres;
+    mod transactional_sqlite_default;
+    mod waiting;
+}

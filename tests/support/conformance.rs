@@ -19,9 +19,43 @@
 /// A module `MODULE` of one multi-threaded tokio test per `NAME`, each
 /// running `super::NAME(ARGUMENT).await`: `tests_on!(MODULE, ARGUMENT,
 /// [NAME, ...])`. The argument is evaluated inside each test (it may
-/// `.await`).
+/// `.await`). Built for the in-memory loop (`--cfg leasehold_memory_only`),
+/// only a module named `memory` is made.
+#[cfg(not(leasehold_memory_only))]
 #[macro_export]
 macro_rules! tests_on {
+    ($module:ident, $argument:expr, [$($name:ident),* $(,)?]) => {
+        $crate::test_module!($module, $argument, [$($name),*]);
+    };
+}
+
+/// A module `MODULE` of one multi-threaded tokio test per `NAME`, each
+/// running `super::NAME(ARGUMENT).await`: `tests_on!(MODULE, ARGUMENT,
+/// [NAME, ...])`. The argument is evaluated inside each test (it may
+/// `.await`). Built for the in-memory loop (`--cfg leasehold_memory_only`),
+/// only a module named `memory` is made.
+#[cfg(leasehold_memory_only)]
+#[macro_export]
+macro_rules! tests_on {
+    (memory, $argument:expr, [$($name:ident),* $(,)?]) => {
+        $crate::test_module!(memory, $argument, [$($name),*]);
+    };
+    // Still named (type-checked, never built into a test), so that what
+    // only these cases use is not dead code in this build.
+    ($module:ident, $argument:expr, [$($name:ident),* $(,)?]) => {
+        mod $module {
+            #[allow(dead_code)]
+            async fn unbuilt() {
+                $(super::$name($argument).await;)*
+            }
+        }
+    };
+}
+
+/// The module [`tests_on!`] makes.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! test_module {
     ($module:ident, $argument:expr, [$($name:ident),* $(,)?]) => {
         mod $module {
             $(
@@ -32,6 +66,24 @@ macro_rules! tests_on {
             )*
         }
     };
+}
+
+/// The suite's modules that have no in-memory case: as they are, or left
+/// out of the in-memory loop's build (`--cfg leasehold_memory_only`), so
+/// that an edit of the runtime rebuilds a small suite there.
+#[cfg(not(leasehold_memory_only))]
+#[macro_export]
+macro_rules! server_tests {
+    ($($item:item)*) => { $($item)* };
+}
+
+/// The suite's modules that have no in-memory case: as they are, or left
+/// out of the in-memory loop's build (`--cfg leasehold_memory_only`), so
+/// that an edit of the runtime rebuilds a small suite there.
+#[cfg(leasehold_memory_only)]
+#[macro_export]
+macro_rules! server_tests {
+    ($($item:item)*) => {};
 }
 
 /// Instantiates each behaviour once per backend, as `redis::NAME`,
