@@ -66,13 +66,13 @@ impl LockManager {
         }
     }
 
-    /// Connects to one Redis server with default settings; see [`LockManagerBuilder::connect`].
+    /// Connects to one Redis server with default settings; see [`LockManagerBuilder::connect`](crate::LockManagerBuilder::connect).
     pub async fn connect(url: &str) -> Result<Self, LockError> {
         Self::builder().connect(url).await
     }
 
     /// Connects to independent Redis masters for Redlock with default
-    /// settings; see [`LockManagerBuilder::redlock`].
+    /// settings; see [`LockManagerBuilder::redlock`](crate::LockManagerBuilder::redlock).
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), leasehold_runtime::LockError> {
@@ -97,7 +97,7 @@ impl LockManager {
 
     /// Connects to the primary that Redis Sentinel names for `service_name`,
     /// with default settings, and follows it across failovers; see
-    /// [`LockManagerBuilder::sentinel`], including what an asynchronous
+    /// [`LockManagerBuilder::sentinel`](crate::LockManagerBuilder::sentinel), including what an asynchronous
     /// failover can do to a lock and how `LockOptions::min_replicas` prevents it.
     ///
     /// ```no_run
@@ -125,7 +125,7 @@ impl LockManager {
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with default
-    /// settings; see [`LockManagerBuilder::cluster`], including how keys map
+    /// settings; see [`LockManagerBuilder::cluster`](crate::LockManagerBuilder::cluster), including how keys map
     /// to slots and what a failover can do to a lock.
     ///
     /// ```no_run
