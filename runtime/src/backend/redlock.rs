@@ -104,8 +104,8 @@ use super::redis::notify::Notifications;
 use super::redis::probe::{probe, settle, Needs, Via};
 use super::redis::renew_batch::renew_each;
 use super::redis::scripts;
-use super::redis::target::Target;
 use super::redis::tls::TlsConfig;
+use super::redis::topology::Topology;
 use super::state::{Evicted, State};
 use super::step::Renewal;
 use super::step::{Attempt, Claim, Taking};
@@ -247,9 +247,9 @@ impl RedlockBackend {
                 )));
             }
         }
-        let targets: Vec<Target> = clients
+        let topologies: Vec<Topology> = clients
             .iter()
-            .map(|client| Target::Server(Box::new(client.clone())))
+            .map(|client| Topology::Server(Box::new(client.clone())))
             .collect();
         let (connected, notifications) = tokio::join!(
             futures_util::future::join_all(clients.iter().map(|client| open_manager(
@@ -257,7 +257,7 @@ impl RedlockBackend {
                 config,
                 manager_config(config)
             ))),
-            Notifications::open(&targets, config),
+            Notifications::open(&topologies, config),
         );
         let mut nodes = Vec::with_capacity(n);
         let mut unreachable = Vec::new();

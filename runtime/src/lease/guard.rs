@@ -113,7 +113,7 @@ impl HeldLease {
             answered: false,
             _in_flight: self.lease.leasing.leases.release_started(),
         };
-        let released = unlock(&self.lease).await;
+        let released = release_settled(&self.lease).await;
         pending.answered = true;
         released
     }
@@ -290,7 +290,7 @@ impl SpawnedRelease {
 
     async fn run(mut self) {
         if self.sent == Sent::First {
-            let _ = unlock(&self.lease).await;
+            let _ = release_settled(&self.lease).await;
         } else {
             let resent = self.lease.end().await;
             tracing::debug!(key = %self.lease.key.user(), ?resent, "release sent again after a cancelled release()");
@@ -324,7 +324,8 @@ impl Drop for SpawnedRelease {
     }
 }
 
-async fn unlock(lease: &Lease) -> Result<(), LockError> {
+/// Releases `lease` and settles what the answer means (see [`settle`]).
+async fn release_settled(lease: &Lease) -> Result<(), LockError> {
     settle(lease, lease.end().await)
 }
 

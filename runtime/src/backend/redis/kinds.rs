@@ -15,7 +15,7 @@ use super::commands::release as release_lock;
 use super::connection::lock_error;
 use super::rwlock::{acquire_rw, release_write};
 use super::semaphore::{acquire_permit, release_member};
-use super::target::Commands;
+use super::topology::Commands;
 use super::{RedisBackend, GRANT_WINDOW};
 use crate::backend::state::{Evicted, State};
 use crate::backend::step::{Attempt, Claim, Taking};

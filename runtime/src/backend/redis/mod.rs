@@ -27,8 +27,8 @@ pub(super) mod rwlock;
 pub(super) mod scripts;
 pub(super) mod semaphore;
 pub(super) mod session;
-pub(super) mod target;
 pub(super) mod tls;
+pub(super) mod topology;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -54,8 +54,8 @@ use self::renew_batch::renew_each;
 use self::scripts::run_script;
 use self::semaphore::renew_member;
 use self::session::SessionScript;
-use self::target::{Commands, Target};
 use self::tls::TlsConfig;
+use self::topology::{Commands, Topology};
 use crate::backend::step::Renewal;
 use crate::backend::step::{millis, Attempt, Claim, Taking};
 use crate::backend::wait_queue::WaitTicket;
@@ -77,7 +77,7 @@ const LEAST_DEPOSITION: Duration = Duration::from_secs(30);
 
 /// Locks in one Redis server (or one master), or in a Redis Cluster.
 pub(crate) struct RedisBackend {
-    target: Target,
+    topology: Topology,
     config: RedisConfig,
     commands: Commands,
     notifications: Notifications,
@@ -134,36 +134,36 @@ impl RedisBackend {
         tls: &TlsConfig,
     ) -> Result<Self, LockError> {
         let seeds = ClusterSeeds::new(urls.to_vec(), tls.clone())?;
-        Self::open_target(Target::Cluster(Box::new(seeds)), config).await
+        Self::open_topology(Topology::Cluster(Box::new(seeds)), config).await
     }
 
     /// As [`connect`](Self::connect), to the server of `client`.
     pub(crate) async fn open(client: Client, config: RedisConfig) -> Result<Self, LockError> {
-        Self::open_target(Target::Server(Box::new(client)), config).await
+        Self::open_topology(Topology::Server(Box::new(client)), config).await
     }
 
-    async fn open_target(target: Target, config: RedisConfig) -> Result<Self, LockError> {
-        let commands = target.open(config, Some(config.response_timeout)).await?;
-        let native = match &target {
-            Target::Server(_) => Native::probe(&mut commands.clone()).await,
-            Target::Cluster(_) => Native::default(),
+    async fn open_topology(topology: Topology, config: RedisConfig) -> Result<Self, LockError> {
+        let commands = topology.open(config, Some(config.response_timeout)).await?;
+        let native = match &topology {
+            Topology::Server(_) => Native::probe(&mut commands.clone()).await,
+            Topology::Cluster(_) => Native::default(),
         };
         let native = NativeCommands::new(native);
-        let notifications = Notifications::open(std::slice::from_ref(&target), config).await;
-        let seen_run_id = match &target {
-            Target::Server(_) if config.lock_delay != LockDelay::Off => {
+        let notifications = Notifications::open(std::slice::from_ref(&topology), config).await;
+        let seen_run_id = match &topology {
+            Topology::Server(_) if config.lock_delay != LockDelay::Off => {
                 run_id(&mut commands.clone()).await
             }
             _ => Box::default(),
         };
-        let try_set_checked = session_script(&target, &scripts::TRY_SET_CHECKED);
-        let acquire_checked = session_script(&target, &scripts::ACQUIRE_SOURCE);
-        let acquire_fenced = session_script(&target, &scripts::ACQUIRE_FENCED);
-        let semaphore_acquire = session_script(&target, &scripts::SEMAPHORE_ACQUIRE);
-        let rw_read_acquire = session_script(&target, &scripts::RW_READ_ACQUIRE);
-        let rw_write_acquire = session_script(&target, &scripts::RW_WRITE_ACQUIRE);
+        let try_set_checked = session_script(&topology, &scripts::TRY_SET_CHECKED);
+        let acquire_checked = session_script(&topology, &scripts::ACQUIRE_SOURCE);
+        let acquire_fenced = session_script(&topology, &scripts::ACQUIRE_FENCED);
+        let semaphore_acquire = session_script(&topology, &scripts::SEMAPHORE_ACQUIRE);
+        let rw_read_acquire = session_script(&topology, &scripts::RW_READ_ACQUIRE);
+        let rw_write_acquire = session_script(&topology, &scripts::RW_WRITE_ACQUIRE);
         Ok(RedisBackend {
-            target,
+            topology,
             config,
             commands,
             notifications,
@@ -368,13 +368,13 @@ impl RedisBackend {
     /// configured response timeout plus its `WAIT` timeout.
     async fn replicated_connection(&self) -> Result<&Commands, LockError> {
         self.replicated
-            .get_or_try_init(|| self.target.open(self.config, None))
+            .get_or_try_init(|| self.topology.open(self.config, None))
             .await
     }
 
     /// Whether this backend's keys must share a hash slot per lock (Redis Cluster).
     pub(crate) fn needs_hash_tags(&self) -> bool {
-        self.target.sharded_pubsub()
+        self.topology.sharded_pubsub()
     }
 
     /// Keeps the lock of `claim` for what is left of its `hold_at_least`
@@ -441,7 +441,7 @@ impl RedisBackend {
             return err;
         };
         let (key, token, ttl) = (claim.key.clone(), claim.token.clone(), claim.ttl());
-        let (mut connection, sharded) = (connection.clone(), self.target.sharded_pubsub());
+        let (mut connection, sharded) = (connection.clone(), self.topology.sharded_pubsub());
         let lock_delay_ms = self.lock_delay_ms(claim.ttl_ms);
         runtime.spawn(async move {
             let release = Self::release_on(&mut connection, &key, &token, (sharded, lock_delay_ms));
@@ -456,7 +456,7 @@ impl RedisBackend {
         &self,
         step: impl AsyncFnOnce(&mut Commands, bool) -> Result<T, RedisError>,
     ) -> Result<T, LockError> {
-        let sharded = self.target.sharded_pubsub();
+        let sharded = self.topology.sharded_pubsub();
         step(&mut self.commands.clone(), sharded)
             .await
             .map_err(lock_error)
@@ -524,7 +524,7 @@ impl RedisBackend {
                     lock_delay: (self.config.lock_delay != LockDelay::Off)
                         .then_some(&*self.seen_run_id),
                 };
-                let Target::Server(client) = &self.target else {
+                let Topology::Server(client) = &self.topology else {
                     return Ok(report);
                 };
                 let address = client.get_connection_info().addr().to_string();
@@ -613,10 +613,10 @@ impl RedisBackend {
 
 /// A script whose lock-delay check is sent under sessions on one server
 /// (see `session`), and always as it is on a cluster.
-fn session_script(target: &Target, source: &'static str) -> SessionScript {
-    match target {
-        Target::Server(_) => SessionScript::new(source),
-        Target::Cluster(_) => SessionScript::without_sessions(source),
+fn session_script(topology: &Topology, source: &'static str) -> SessionScript {
+    match topology {
+        Topology::Server(_) => SessionScript::new(source),
+        Topology::Cluster(_) => SessionScript::without_sessions(source),
     }
 }
 

@@ -48,7 +48,7 @@ use tokio::sync::{Notify, OwnedMutexGuard};
 use super::acl::permission_denied;
 use super::cluster_seeds::ClusterSeeds;
 use super::connection::{describe, manager_config, RedisConfig};
-use super::target::Target;
+use super::topology::Topology;
 use crate::backend::wait_queue::{Grant, WaitQueues, WaitTicket};
 
 /// Pause after the first failed round of re-subscribing; it doubles per round.
@@ -69,7 +69,7 @@ pub(crate) struct Notifications {
 struct Listener {
     me: Weak<Listener>,
     /// The server or cluster, spoken to in RESP3 (which carries pub/sub messages).
-    target: Target,
+    topology: Topology,
     config: RedisConfig,
     link: Mutex<Link>,
     channels: Channels,
@@ -139,11 +139,11 @@ enum Outcome {
 }
 
 impl Notifications {
-    /// Opens one notification connection per target, concurrently (a
-    /// cluster target must speak RESP3). A server that cannot be reached now
+    /// Opens one notification connection per topology, concurrently (a
+    /// cluster topology must speak RESP3). A server that cannot be reached now
     /// is connected again on first use. When the last local waiter of a key
     /// leaves, the key is unsubscribed on every server, [`LINGER`] later.
-    pub(crate) async fn open(targets: &[Target], config: RedisConfig) -> Self {
+    pub(crate) async fn open(topologies: &[Topology], config: RedisConfig) -> Self {
         let slot: Arc<OnceLock<Vec<Weak<Listener>>>> = Arc::new(OnceLock::new());
         let hook_slot = Arc::clone(&slot);
         let queues = Arc::new(WaitQueues::with_empty_hook(move |key: &str| {
@@ -153,9 +153,9 @@ impl Notifications {
                 }
             }
         }));
-        let listeners: Vec<Arc<Listener>> = targets
+        let listeners: Vec<Arc<Listener>> = topologies
             .iter()
-            .filter_map(|target| Listener::start(target, config, &queues))
+            .filter_map(|topology| Listener::start(topology, config, &queues))
             .collect();
         futures_util::future::join_all(listeners.iter().map(|listener| listener.connect())).await;
         let _ = slot.set(listeners.iter().map(Arc::downgrade).collect());
@@ -202,30 +202,34 @@ impl Notifications {
 }
 
 impl Listener {
-    /// A listener on `target` with a supervisor task that restores its
+    /// A listener on `topology` with a supervisor task that restores its
     /// subscriptions after failures; connects on first use.
-    fn start(target: &Target, config: RedisConfig, queues: &Arc<WaitQueues>) -> Option<Arc<Self>> {
-        let target = match target {
-            Target::Server(client) => {
+    fn start(
+        topology: &Topology,
+        config: RedisConfig,
+        queues: &Arc<WaitQueues>,
+    ) -> Option<Arc<Self>> {
+        let topology = match topology {
+            Topology::Server(client) => {
                 let info = client.get_connection_info().clone();
                 let settings = info
                     .redis_settings()
                     .clone()
                     .set_protocol(ProtocolVersion::RESP3);
                 match Client::open(info.set_redis_settings(settings)) {
-                    Ok(client) => Target::Server(Box::new(client)),
+                    Ok(client) => Topology::Server(Box::new(client)),
                     Err(err) => {
                         tracing::warn!(error = %describe(&err), "no pub/sub connection; waiters will retry when the holder's TTL runs out");
                         return None;
                     }
                 }
             }
-            Target::Cluster(client) => Target::Cluster(client.clone()),
+            Topology::Cluster(client) => Topology::Cluster(client.clone()),
         };
         let repair = Arc::new(Notify::new());
         let listener = Arc::new_cyclic(|me| Listener {
             me: me.clone(),
-            target,
+            topology,
             config,
             link: Mutex::new(Link {
                 generation: 0,
@@ -282,15 +286,15 @@ impl Listener {
             }
             Ok(())
         };
-        match &self.target {
-            Target::Server(client) => {
+        match &self.topology {
+            Topology::Server(client) => {
                 let config = manager_config(self.config).set_push_sender(deliver);
                 ConnectionManager::new_lazy_with_config((**client).clone(), config)
                     .map(Subscriber::Server)
                     .map_err(|err| tracing::warn!(error = %describe(&err), "no pub/sub connection; waiters will retry when the holder's TTL runs out"))
                     .ok()
             }
-            Target::Cluster(seeds) => {
+            Topology::Cluster(seeds) => {
                 let timeout = Some(self.config.response_timeout);
                 let settings =
                     ClusterSeeds::settings(self.config, timeout).set_push_sender(deliver);

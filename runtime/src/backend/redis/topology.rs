@@ -1,4 +1,4 @@
-//! Where a Redis backend keeps its locks ([`Target`]: one server, or a
+//! Where a Redis backend keeps its locks ([`Topology`]: one server, or a
 //! Redis Cluster's seeds) and the command connection it opens there
 //! ([`Commands`]), which the cluster link replaces when it stalls.
 
@@ -19,12 +19,12 @@ use crate::LockError;
 ///
 /// Both clients are boxed: their sizes differ several times over, one way
 /// without the `tls` feature and the other way with it.
-pub(crate) enum Target {
+pub(crate) enum Topology {
     Server(Box<Client>),
     Cluster(Box<ClusterSeeds>),
 }
 
-/// A command connection to a [`Target`]: both reconnect by themselves, and
+/// A command connection to a [`Topology`]: both reconnect by themselves, and
 /// a cluster's is replaced when it stalls (see `cluster_link`).
 #[derive(Clone)]
 pub(in crate::backend) enum Commands {
@@ -32,7 +32,7 @@ pub(in crate::backend) enum Commands {
     Cluster(ClusterLink),
 }
 
-impl Target {
+impl Topology {
     /// Opens a command connection, failing with `Connection` (or `Tls`) within
     /// the configured time limits; `response_timeout: None` leaves answers
     /// unbounded (for calls that bound themselves).
@@ -42,13 +42,13 @@ impl Target {
         response_timeout: Option<Duration>,
     ) -> Result<Commands, LockError> {
         match self {
-            Target::Server(client) => {
+            Topology::Server(client) => {
                 let settings = manager_config(config).set_response_timeout(response_timeout);
                 Ok(Commands::Server(
                     open_manager(client, config, settings).await?,
                 ))
             }
-            Target::Cluster(seeds) => {
+            Topology::Cluster(seeds) => {
                 let connection = seeds.open(config, response_timeout).await?;
                 Ok(Commands::Cluster(ClusterLink::new(
                     connection,
@@ -63,7 +63,7 @@ impl Target {
     /// Whether release messages go out on sharded channels (`SPUBLISH`),
     /// which a cluster keeps on the nodes of the channel's slot.
     pub(in crate::backend) fn sharded_pubsub(&self) -> bool {
-        matches!(self, Target::Cluster(_))
+        matches!(self, Topology::Cluster(_))
     }
 }
 
