@@ -46,6 +46,40 @@ impl PortReservation {
         )))
     }
 
+    /// Reserves a port below the kernel's range of ephemeral ports (which it
+    /// hands out for port 0), where nothing listens now: a port that stays
+    /// free while its holder does not listen (a fault proxy's cut), because
+    /// no process binding port 0 is given it and every test server asks
+    /// for its port through a reservation. `free()` when the range leaves no
+    /// room below it.
+    pub(crate) fn unassignable() -> Result<Self, StartError> {
+        let Some(first_ephemeral) = first_ephemeral_port() else {
+            return Self::free();
+        };
+        let (low, high) = (UNASSIGNABLE_FLOOR, first_ephemeral);
+        if high <= low {
+            return Self::free();
+        }
+        let mut seed = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            std::process::id(),
+        );
+        for _ in 0..MAX_PICKS {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let offset = u16::try_from((seed >> 33) % u64::from(high - low)).unwrap_or(0);
+            let port = low + offset;
+            if TcpListener::bind(addr(port)).is_err() {
+                continue;
+            }
+            if let Some(reservation) = Self::claim(port) {
+                return Ok(reservation);
+            }
+        }
+        Self::free()
+    }
+
     /// Reserves `port`, which fails if another server of this process holds it.
     pub(crate) fn exact(port: u16) -> Result<Self, StartError> {
         Self::claim(port).ok_or_else(|| {
@@ -105,6 +139,16 @@ fn reserved() -> MutexGuard<'static, BTreeSet<u16>> {
     RESERVED.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Lowest port [`PortReservation::unassignable`] picks: above the ports
+/// well-known services use.
+const UNASSIGNABLE_FLOOR: u16 = 20_000;
+
+/// The first port of the kernel's ephemeral range, if it says.
+fn first_ephemeral_port() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
 /// A port on which nothing listened a moment ago (the OS's pick for port 0).
 fn os_free_port() -> Result<u16, StartError> {
     TcpListener::bind(addr(0))
@@ -116,6 +160,21 @@ fn os_free_port() -> Result<u16, StartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unassignable_port_is_below_the_kernels_ephemeral_range_and_reserved() {
+        let first_ephemeral = first_ephemeral_port().expect("Linux says its range");
+        let reservation = PortReservation::unassignable().unwrap();
+        let port = reservation.port();
+        assert!(
+            (UNASSIGNABLE_FLOOR..first_ephemeral).contains(&port),
+            "{port} is not below the ephemeral range starting at {first_ephemeral}"
+        );
+        assert!(
+            PortReservation::exact(port).is_err(),
+            "reserved until dropped"
+        );
+    }
 
     #[test]
     fn reservations_are_exclusive_until_dropped() {

@@ -527,11 +527,15 @@ fn bind(port: u16) -> io::Result<TcpListener> {
     Ok(listener)
 }
 
-/// A reserved free port and a listener on it.
+/// A reserved free port and a listener on it. The port is one the kernel
+/// never hands out for port 0 (see [`PortReservation::unassignable`]): a
+/// cut closes the listener, and another process binding port 0 meanwhile
+/// must not be given it, or the cut proxy would seem to accept connections
+/// and could not listen again on restore.
 fn bind_free_port() -> Result<(PortReservation, TcpListener), String> {
     let mut last = String::new();
     for _ in 0..MAX_BIND_ATTEMPTS {
-        let port = PortReservation::free().map_err(|e| format!("{e:?}"))?;
+        let port = PortReservation::unassignable().map_err(|e| format!("{e:?}"))?;
         match bind(port.port()) {
             Ok(listener) => return Ok((port, listener)),
             Err(e) => last = format!("binding port {}: {e}", port.port()),
