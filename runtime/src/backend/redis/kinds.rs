@@ -33,19 +33,23 @@ impl RedisBackend {
         claim: Claim<'_>,
         taking: Taking,
     ) -> Result<Attempt, LockError> {
-        let check = self.node_check(claim.ttl_ms);
-        let connection = &mut self.commands.clone();
+        // A lock's attempt opens its own connection handle and check (and
+        // may be a plain `SET NX`): none is made for it here.
         let reply = match claim.key.kind {
             Kind::Lock => return self.take_lock(claim, taking).await,
             Kind::Semaphore { permits } => {
+                let check = self.node_check(claim.ttl_ms);
                 let script = &self.semaphore_acquire;
+                let connection = &mut self.commands.clone();
                 acquire_permit(connection, script, claim, (permits, check)).await
             }
             Kind::ReadWrite(side) => {
+                let check = self.node_check(claim.ttl_ms);
                 let script = match side {
                     Side::Read => &self.rw_read_acquire,
                     Side::Write => &self.rw_write_acquire,
                 };
+                let connection = &mut self.commands.clone();
                 acquire_rw(connection, script, claim, (taking.place, check)).await
             }
         };
