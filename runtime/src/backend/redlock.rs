@@ -103,7 +103,7 @@ use super::redis::native::Native;
 use super::redis::notify::Notifications;
 use super::redis::probe::{probe, settle, Needs, Via};
 use super::redis::renew_batch::renew_each;
-use super::redis::scripts;
+use super::redis::scripts::{self, run_script};
 use super::redis::tls::TlsConfig;
 use super::redis::topology::Topology;
 use super::state::{Evicted, State};
@@ -625,12 +625,14 @@ impl RedlockBackend {
         self.on_every_node(
             timeout,
             |mut node| async move {
-                scripts::FENCE_FLOOR
-                    .key(key.fence())
-                    .arg(fence)
-                    .arg(fence_retention_ms(ttl_ms))
-                    .invoke_async::<i64>(&mut node)
-                    .await
+                let retention_ms = fence_retention_ms(ttl_ms);
+                let raised: Result<i64, RedisError> = run_script!(
+                    scripts::FENCE_FLOOR,
+                    &mut node,
+                    keys[key.fence()],
+                    args[fence, retention_ms]
+                );
+                raised
             },
             |index, reply| {
                 if reply.is_ok() && holders.contains(&index) {

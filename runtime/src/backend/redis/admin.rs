@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::RedisError;
+use redis::{Cmd, RedisError};
 
 use super::commands::fence_retention_ms;
-use super::scripts::{self, run_script};
+use super::scripts::{self, run_or_load, run_script};
 use crate::backend::state::{Evicted, State, MOST_WAITERS_SHOWN};
 use crate::keys::LockKey;
 
@@ -81,10 +81,12 @@ pub(in crate::backend) async fn inspect_members(
         i64,
         i64,
         String,
-    ) = invocation
-        .arg(MOST_WAITERS_SHOWN)
-        .invoke_async(connection)
-        .await?;
+    ) = run_or_load(
+        connection,
+        &scripts::INSPECT_MEMBERS,
+        Cmd::invoke_script(invocation.arg(MOST_WAITERS_SHOWN)),
+    )
+    .await?;
     let members = holders
         .chunks_exact(2)
         .map(|pair| {

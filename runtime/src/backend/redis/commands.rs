@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::RedisError;
+use redis::{Cmd, RedisError};
 
 use super::lock_delay::NodeCheck;
-use super::scripts::{self, run_script};
+use super::scripts::{self, run_or_load, run_script};
 use super::session::SessionScript;
 use crate::backend::step::{millis, Attempt, Claim};
 use crate::keys::LockKey;
@@ -209,9 +209,8 @@ pub(in crate::backend) async fn acquire(
     seq: u64,
     check: NodeCheck<'_>,
 ) -> Result<Attempt, RedisError> {
-    let (granted, value): (i64, i64) = acquire_invocation(claim, place, seq, check)
-        .invoke_async(connection)
-        .await?;
+    let call = Cmd::invoke_script(&acquire_invocation(claim, place, seq, check));
+    let (granted, value): (i64, i64) = run_or_load(connection, &scripts::ACQUIRE, call).await?;
     Ok(attempt_from_reply(granted, value))
 }
 

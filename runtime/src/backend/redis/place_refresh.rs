@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::RedisError;
+use redis::{Cmd, RedisError};
 
-use super::scripts;
+use super::scripts::{self, run_or_load};
 use crate::backend::step::millis;
 use crate::keys::LockKey;
 
@@ -73,7 +73,8 @@ pub(in crate::backend) async fn refresh(
     for (token, lease_ms) in refresh.waiters {
         invocation.arg(token).arg(lease_ms);
     }
-    let reply: Vec<String> = invocation.invoke_async(connection).await?;
+    let call = Cmd::invoke_script(&invocation);
+    let reply: Vec<String> = run_or_load(connection, &scripts::REFRESH_PLACES, call).await?;
     Ok(PlacesSeen::from_reply(reply))
 }
 

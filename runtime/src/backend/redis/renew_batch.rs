@@ -3,9 +3,9 @@
 //! one moment are split into batches.
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
+use redis::{Cmd, ErrorKind, RedisError};
 
-use super::scripts;
+use super::scripts::{self, run_or_load};
 use crate::backend::step::Claim;
 use crate::kinds::kind::Holding;
 
@@ -47,13 +47,7 @@ pub(in crate::backend) async fn renew_each(
         call.arg(claim.token.as_str());
     }
     call.arg(lock_delay_ms);
-    let answers: Vec<u8> = match call.query_async(connection).await {
-        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(connection).await?;
-            call.query_async(connection).await?
-        }
-        answered => answered?,
-    };
+    let answers: Vec<u8> = run_or_load(connection, script, call).await?;
     if answers.len() != claims.len() {
         return Err(RedisError::from((
             ErrorKind::UnexpectedReturnType,

@@ -26,9 +26,9 @@
 use std::sync::{PoisonError, RwLock};
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
-use super::scripts::{EVALSHA_ARGS, EVALSHA_SIZE, SESSION_LINE};
+use super::scripts::{run_or_load, unpipelined, EVALSHA_ARGS, EVALSHA_SIZE, SESSION_LINE};
 
 /// One script sent under sessions: the text of the one it sends now, and
 /// how to make the next.
@@ -42,9 +42,8 @@ pub(crate) struct SessionScript {
     /// none (the first ones, or those in flight at a restart) load one
     /// between them, not one each.
     loading: tokio::sync::Mutex<()>,
-    /// The hash of `source` as it is (no session), sent where sessions are
-    /// not used (see [`without_sessions`](Self::without_sessions)).
-    plain: Option<String>,
+    /// `source` as it is (no session), sent where sessions are not used (see [`without_sessions`](Self::without_sessions)).
+    plain: Option<redis::Script>,
 }
 
 /// What running the loaded session gave: its answer, or none because no
@@ -73,7 +72,7 @@ impl SessionScript {
     /// unknown there about once in five calls, and a new one loaded).
     pub(crate) fn without_sessions(source: &'static str) -> Self {
         SessionScript {
-            plain: Some(redis::Script::new(source).get_hash().to_owned()),
+            plain: Some(redis::Script::new(source)),
             ..SessionScript::new(source)
         }
     }
@@ -92,8 +91,8 @@ impl SessionScript {
         keys: usize,
         arguments: impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
-        if let Some(hash) = &self.plain {
-            return self.run_plain(connection, hash, keys, &arguments).await;
+        if let Some(script) = &self.plain {
+            return self.run_plain(connection, script, keys, &arguments).await;
         }
         let unknown = match self.run_loaded(connection, keys, &arguments, None).await {
             Loaded::Answered(answer) => return answer,
@@ -108,33 +107,19 @@ impl SessionScript {
         self.load_new(connection, keys, &arguments).await
     }
 
-    /// `EVALSHA` of the script without a session (its `hash`); on
-    /// `NOSCRIPT`, `SCRIPT LOAD` (on a cluster, to every primary) then
-    /// `EVALSHA` again.
+    /// `EVALSHA` of the script without a session, loaded on `NOSCRIPT` (see
+    /// [`run_or_load`]).
     async fn run_plain<T: FromRedisValue>(
         &self,
         connection: &mut (impl ConnectionLike + Send),
-        hash: &str,
+        script: &redis::Script,
         keys: usize,
         arguments: &impl Fn(&mut Cmd),
     ) -> RedisResult<T> {
-        let evalsha = || {
-            let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
-            evalsha.arg("EVALSHA").arg(hash).arg(keys);
-            arguments(&mut evalsha);
-            evalsha
-        };
-        match evalsha().query_async(connection).await {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(self.source)
-                    .query_async::<()>(connection)
-                    .await?;
-                evalsha().query_async(connection).await
-            }
-            answer => answer,
-        }
+        let mut evalsha = Cmd::with_capacity(EVALSHA_ARGS, EVALSHA_SIZE);
+        evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        arguments(&mut evalsha);
+        run_or_load(connection, script, evalsha).await
     }
 
     /// `EVALSHA` of the loaded session, unless it is the one numbered
@@ -201,16 +186,6 @@ impl SessionScript {
             *loaded = Some((number, hash));
         }
         answer
-    }
-}
-
-/// The error of the one command of a pipeline that failed, as the command
-/// alone would have failed (the callers read an ACL's refusal from it), or
-/// `err` unchanged.
-fn unpipelined(err: RedisError) -> RedisError {
-    match err.clone().into_server_errors() {
-        Some(failed) if failed.len() == 1 => failed[0].1.clone().into(),
-        _ => err,
     }
 }
 

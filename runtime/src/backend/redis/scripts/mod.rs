@@ -1,13 +1,14 @@
 //! The Lua scripts: each state change of a lock that needs more than one
 //! command is one script, one round trip (the uncontended acquisition is a
 //! plain `SET NX PX`). Hashed once per process; sent by EVALSHA, and on
-//! NOSCRIPT loaded (`SCRIPT LOAD`) and sent again. `prelude.lua` holds the
+//! NOSCRIPT loaded and sent again in one pipeline (see [`run_or_load`]). `prelude.lua` holds the
 //! functions the scripts share (the server clock, the waiter queue and its
 //! mark on the lock's value, a semaphore's expired leases); it is prepended
 //! to each that uses them.
 
 use once_cell::sync::Lazy;
-use redis::Script;
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 
 /// Runs `$script` once on `$connection` with the keys and arguments given,
 /// in order, and reads its reply as the caller's type: the one shape of
@@ -27,19 +28,48 @@ macro_rules! run_script {
         evalsha.arg("EVALSHA").arg(script.get_hash()).arg(keys);
         $(evalsha.arg($key);)*
         $(evalsha.arg($arg);)*
-        match evalsha.query_async($connection).await {
-            Err(err) if err.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) => {
-                script
-                    $(.key($key))*
-                    $(.arg($arg))*
-                    .invoke_async($connection)
-                    .await
-            }
-            answer => answer,
-        }
+        $crate::backend::redis::scripts::run_or_load($connection, script, evalsha).await
     }};
 }
 pub(crate) use run_script;
+
+/// Runs `call`, an `EVALSHA` of `script`, on `connection`. A server that
+/// does not know the script (`NOSCRIPT`: restarted, flushed, promoted) is
+/// sent `SCRIPT LOAD` and the same call in one pipeline, which goes whole
+/// to one server: on a cluster, the one that serves the call's key (and
+/// after a redirection, whole to the next). A lone `SCRIPT LOAD` goes to
+/// every primary the cluster client knows of, which just after a failover
+/// may not yet include the promoted one, so its `EVALSHA` would answer
+/// `NOSCRIPT` again.
+pub(crate) async fn run_or_load<T: FromRedisValue>(
+    connection: &mut (impl ConnectionLike + Send),
+    script: &Script,
+    call: Cmd,
+) -> RedisResult<T> {
+    match call.query_async(connection).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            let (answer,): (T,) = redis::pipe()
+                .add_command(Cmd::load_script(script))
+                .ignore()
+                .add_command(call)
+                .query_async(connection)
+                .await
+                .map_err(unpipelined)?;
+            Ok(answer)
+        }
+        answer => answer,
+    }
+}
+
+/// The error of the one command of a pipeline that failed, as the command
+/// alone would have failed (the callers read an ACL's refusal from it), or
+/// `err` unchanged.
+pub(crate) fn unpipelined(err: RedisError) -> RedisError {
+    match err.clone().into_server_errors() {
+        Some(failed) if failed.len() == 1 => failed[0].1.clone().into(),
+        _ => err,
+    }
+}
 
 /// Room for the arguments of a script call: `EVALSHA`, the hash, the key
 /// count and up to 9 keys and arguments before its buffer grows.
