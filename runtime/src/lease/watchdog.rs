@@ -90,11 +90,15 @@ pub(crate) struct RenewalTimer {
 
 #[derive(Default)]
 struct Schedule {
-    due: BTreeMap<(Instant, u64), Arc<Watchdog>>,
+    /// The watchdogs waiting for their next cycle, by when it is due: a
+    /// bucket's instant (see [`gathered`]) for a steady cycle, so that a
+    /// cycle joins a bucket's list instead of a tree of every lease.
+    due: BTreeMap<Instant, Vec<Arc<Watchdog>>>,
+    /// How many watchdogs wait in `due`.
+    waiting: usize,
     /// Watchdogs not in `due` yet, with when their first cycle is due: the
     /// timer takes them in when it next wakes.
     first: Slab<(Instant, Arc<Watchdog>)>,
-    next_id: u64,
     timer_running: bool,
     timer_wakes_at: Option<Instant>,
 }
@@ -162,8 +166,8 @@ enum Slot {
     None,
     /// In the timer's first cycles, at this index, due then.
     First(usize, Instant),
-    /// In the timer's schedule, under this key.
-    Due((Instant, u64)),
+    /// In the timer's schedule, among those due at this instant.
+    Due(Instant),
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -299,7 +303,7 @@ impl RenewalTimer {
                 }
                 let slot = schedule.insert(watchdog, at, now);
                 state.slot = Slot::Due(slot);
-                earliest = Some(earliest.map_or(slot.0, |earliest| earliest.min(slot.0)));
+                earliest = Some(earliest.map_or(slot, |earliest| earliest.min(slot)));
             }
             let start_timer = !schedule.timer_running;
             schedule.timer_running = true;
@@ -333,9 +337,10 @@ impl RenewalTimer {
             let (fired, wakes_at) = {
                 let mut schedule = locked(&self.schedule);
                 schedule.take_in_first_cycles(now);
-                let later = schedule.due.split_off(&(now, u64::MAX));
+                let later = schedule.due.split_off(&(now + Duration::from_nanos(1)));
                 let fired = std::mem::replace(&mut schedule.due, later);
-                let next = schedule.due.keys().next().map(|slot| slot.0);
+                schedule.waiting -= fired.values().map(Vec::len).sum::<usize>();
+                let next = schedule.due.keys().next().copied();
                 if next.is_none() && fired.is_empty() {
                     let since = *idle_since.get_or_insert(now);
                     if now >= since + IDLE {
@@ -349,7 +354,7 @@ impl RenewalTimer {
                 schedule.timer_wakes_at = Some(wakes_at);
                 (fired, wakes_at)
             };
-            fire(fired.into_values());
+            fire(fired.into_values().flatten());
             tokio::select! {
                 () = tokio::time::sleep_until(wakes_at.into()) => {}
                 () = self.wake.notified() => {}
@@ -360,14 +365,13 @@ impl RenewalTimer {
 
 impl Schedule {
     /// Schedules `watchdog`'s next cycle at `at`, gathered with others due
-    /// about then (see [`gathered`]); its slot.
-    fn insert(&mut self, watchdog: &Arc<Watchdog>, at: Instant, now: Instant) -> (Instant, u64) {
+    /// about then (see [`gathered`]); when it is due now.
+    fn insert(&mut self, watchdog: &Arc<Watchdog>, at: Instant, now: Instant) -> Instant {
         let span = gathering_span(at.saturating_duration_since(now), watchdog.period());
-        let at = gathered(at, span, self.due.len());
-        self.next_id += 1;
-        let slot = (at, self.next_id);
-        self.due.insert(slot, Arc::clone(watchdog));
-        slot
+        let at = gathered(at, span, self.waiting);
+        self.due.entry(at).or_default().push(Arc::clone(watchdog));
+        self.waiting += 1;
+        at
     }
 
     /// Moves every first cycle into the schedule (a stopped watchdog has
@@ -380,12 +384,24 @@ impl Schedule {
         }
     }
 
-    /// Takes `slot` out of the schedule or the first cycles; what it held.
-    fn remove(&mut self, slot: Slot) -> Option<Arc<Watchdog>> {
+    /// Takes `watchdog`, at `slot`, out of the schedule or the first
+    /// cycles; what it held.
+    fn remove(&mut self, slot: Slot, watchdog: &Watchdog) -> Option<Arc<Watchdog>> {
         match slot {
             Slot::None => None,
             Slot::First(index, _) => self.first.remove(index).map(|(_, watchdog)| watchdog),
-            Slot::Due(slot) => self.due.remove(&slot),
+            Slot::Due(at) => {
+                let bucket = self.due.get_mut(&at)?;
+                let index = bucket
+                    .iter()
+                    .position(|due| std::ptr::eq(Arc::as_ptr(due), watchdog))?;
+                let removed = bucket.swap_remove(index);
+                if bucket.is_empty() {
+                    self.due.remove(&at);
+                }
+                self.waiting -= 1;
+                Some(removed)
+            }
         }
     }
 }
@@ -674,7 +690,7 @@ impl Watchdog {
     fn retire(&self) -> Option<Instant> {
         let (slot, in_flight) = self.leave_schedule()?;
         match slot {
-            Slot::First(_, due) | Slot::Due((due, _)) if !in_flight => Some(due),
+            Slot::First(_, due) | Slot::Due(due) if !in_flight => Some(due),
             _ => Some(Instant::now()),
         }
     }
@@ -694,7 +710,9 @@ impl Watchdog {
             state.stopped = true;
             (std::mem::take(&mut state.slot), state.in_flight)
         };
-        let removed = schedule.as_mut().and_then(|schedule| schedule.remove(slot));
+        let removed = schedule
+            .as_mut()
+            .and_then(|schedule| schedule.remove(slot, self));
         drop(schedule);
         drop(removed);
         Some((slot, in_flight))
@@ -878,7 +896,7 @@ mod tests {
         locked(&timer.schedule).take_in_first_cycles(Instant::now());
         {
             let schedule = locked(&timer.schedule);
-            let slots: Vec<Instant> = schedule.due.keys().map(|slot| slot.0).collect();
+            let slots: Vec<Instant> = schedule.due.keys().copied().collect();
             assert!(
                 matches!(slots[..], [at] if at <= due),
                 "{slots:?}, due {due:?}"
