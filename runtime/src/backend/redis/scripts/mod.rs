@@ -61,14 +61,16 @@ pub(crate) async fn run_or_load<T: FromRedisValue>(
     }
 }
 
-/// The error of the one command of a pipeline that failed, as the command
-/// alone would have failed (the callers read an ACL's refusal from it), or
-/// `err` unchanged.
+/// The error of the first command of a pipeline that failed, as the
+/// command alone would have failed, or `err` unchanged: the callers read an
+/// ACL's refusal from it, and when `SCRIPT LOAD` is refused the `EVALSHA`
+/// after it fails too (`NOSCRIPT`), which says nothing of the cause.
 pub(crate) fn unpipelined(err: RedisError) -> RedisError {
-    match err.clone().into_server_errors() {
-        Some(failed) if failed.len() == 1 => failed[0].1.clone().into(),
-        _ => err,
-    }
+    let failed = err.clone().into_server_errors();
+    let first = failed
+        .as_deref()
+        .and_then(|failed| failed.iter().min_by_key(|(index, _)| *index));
+    first.map_or(err, |(_, first)| first.clone().into())
 }
 
 /// Room for the arguments of a script call: `EVALSHA`, the hash, the key
