@@ -885,6 +885,33 @@ mod tests {
     }
 
     #[test]
+    fn stopping_some_of_a_bucket_leaves_exactly_the_others_due() {
+        let timer = Arc::new(RenewalTimer::default());
+        let watchdogs: Vec<Arc<Watchdog>> = (0..40)
+            .map(|_| watch(&timer, Duration::from_secs(30)))
+            .collect();
+        locked(&timer.schedule).take_in_first_cycles(Instant::now());
+        assert!(
+            locked(&timer.schedule)
+                .due
+                .values()
+                .any(|bucket| bucket.len() > 1),
+            "the test needs a bucket shared by several cycles"
+        );
+        for watchdog in watchdogs.iter().step_by(2) {
+            watchdog.stop();
+        }
+        let schedule = locked(&timer.schedule);
+        let left: Vec<&Arc<Watchdog>> = schedule.due.values().flatten().collect();
+        assert_eq!(schedule.waiting, 20);
+        assert_eq!(left.len(), 20);
+        for (index, watchdog) in watchdogs.iter().enumerate() {
+            let due = left.iter().any(|left| Arc::ptr_eq(left, watchdog));
+            assert_eq!(due, index % 2 == 1, "watchdog {index}");
+        }
+    }
+
+    #[test]
     fn a_lease_taken_in_is_scheduled_no_later_than_due_and_stop_takes_it_out() {
         let timer = Arc::new(RenewalTimer::default());
         let ttl = Duration::from_secs(30);

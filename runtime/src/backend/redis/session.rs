@@ -42,7 +42,8 @@ pub(crate) struct SessionScript {
     /// none (the first ones, or those in flight at a restart) load one
     /// between them, not one each.
     loading: tokio::sync::Mutex<()>,
-    /// `source` as it is (no session), sent where sessions are not used (see [`without_sessions`](Self::without_sessions)).
+    /// `source` as it is (no session), sent where sessions are not used
+    /// (see [`without_sessions`](Self::without_sessions)).
     plain: Option<redis::Script>,
 }
 

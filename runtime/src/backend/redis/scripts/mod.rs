@@ -1,10 +1,10 @@
 //! The Lua scripts: each state change of a lock that needs more than one
 //! command is one script, one round trip (the uncontended acquisition is a
 //! plain `SET NX PX`). Hashed once per process; sent by EVALSHA, and on
-//! NOSCRIPT loaded and sent again in one pipeline (see [`run_or_load`]). `prelude.lua` holds the
-//! functions the scripts share (the server clock, the waiter queue and its
-//! mark on the lock's value, a semaphore's expired leases); it is prepended
-//! to each that uses them.
+//! NOSCRIPT loaded and sent again in one pipeline (see [`run_or_load`]).
+//! `prelude.lua` holds the functions the scripts share (the server clock,
+//! the waiter queue and its mark on the lock's value, a semaphore's expired
+//! leases); it is prepended to each that uses them.
 
 use once_cell::sync::Lazy;
 use redis::aio::ConnectionLike;
