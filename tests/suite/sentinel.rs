@@ -667,6 +667,62 @@ async fn deposed_primary_stops_renewing(engine: Engine) {
     );
 }
 
+/// The deposition spares the primary itself: when the Sentinels come to
+/// name the same primary under another address (here a fault proxy in
+/// front of it, as a changed announce address would), a manager follows
+/// it there, and its deposition of the "replaced" address finds the run_id
+/// of the primary it now follows, so it deposes nothing: the primary goes
+/// on granting. Deposing it would stop every grant for the lock-delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn primary_the_sentinels_name_under_another_address_is_followed_not_deposed() {
+    let topology = RedisSentinel::start();
+    let locks = manager(&topology).await;
+    within(locks.acquire("warm", long()))
+        .await
+        .expect("the primary grants")
+        .release()
+        .await
+        .expect("released");
+    let primary = topology.primary();
+    let proxy = FaultProxy::start(primary.addr());
+    let (service, port) = (topology.service_name(), proxy.port().to_string());
+    for sentinel in topology.sentinels() {
+        sentinel
+            .command(&["SENTINEL", "REMOVE", service])
+            .expect("SENTINEL REMOVE");
+        sentinel
+            .command(&["SENTINEL", "MONITOR", service, "127.0.0.1", &port, "2"])
+            .expect("SENTINEL MONITOR");
+    }
+    // The manager's connection breaks; its next calls fail, and it asks the
+    // Sentinels where the primary is.
+    primary
+        .command(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+        .expect("CLIENT KILL");
+    let proxied = proxy.addr().to_string();
+    let followed = poll_async(FOLLOW, || async {
+        let _ = within(locks.try_acquire("probe", long())).await;
+        let report = within(locks.check()).await;
+        report.is_ok_and(|report| report.nodes.first().is_some_and(|node| node.address == proxied))
+    })
+    .await;
+    assert!(followed, "the manager never followed the primary to {proxied}");
+    // The deposition runs right after the switch, within the 500 ms response
+    // timeout: the primary must not be deposed at any point after it.
+    let deposed = poll_async(Duration::from_secs(2), || async {
+        matches!(
+            within(locks.lock_delay_state()).await,
+            Ok(Some(LockDelayState::Deposed { .. }))
+        )
+    })
+    .await;
+    assert!(!deposed, "the primary was deposed in its own place");
+    let guard = within(locks.try_acquire("after", long()))
+        .await
+        .expect("the primary answers");
+    assert!(guard.is_some(), "the primary followed under its new address grants");
+}
+
 /// The same failover with replicated acquire: the replaced primary has no
 /// replica left to acknowledge the grant, so it is refused, and the new
 /// primary's holder is the only one. Once its Sentinels answer again, the
